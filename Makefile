@@ -1,0 +1,44 @@
+# memory-service. Quickstart: `make run` (whole stack, demo token) and `make test` (whole suite).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP_BASE := $(VENV)/.installed-base
+STAMP_DEV := $(VENV)/.installed-dev
+
+.PHONY: run stop test lint format bench clean
+
+$(PY):
+	@echo "==> Creating the virtual environment in $(VENV)"
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP_BASE): requirements/base.txt | $(PY)
+	@echo "==> Installing the pinned requirements (requirements/base.txt)"
+	$(PY) -m pip install --quiet --progress-bar off -r requirements/base.txt
+	@touch $@
+
+$(STAMP_DEV): requirements/dev.txt requirements/base.txt | $(PY)
+	@echo "==> Installing the pinned test requirements (requirements/dev.txt)"
+	$(PY) -m pip install --quiet --progress-bar off -r requirements/dev.txt
+	@touch $@ $(STAMP_BASE)
+
+run: $(STAMP_BASE)
+	$(PY) -m memory_service.devstack run
+
+stop: $(STAMP_BASE)
+	$(PY) -m memory_service.devstack stop
+
+test: $(STAMP_DEV)
+	$(PY) -m memory_service.devstack test $(PYTEST_ARGS)
+
+lint: $(STAMP_DEV)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	ENV_FILE=.data/test/env DJANGO_SETTINGS_MODULE=memory_service.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+format: $(STAMP_DEV)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+clean:
+	rm -rf .data/test

@@ -1,0 +1,7 @@
+"""Every REST endpoint under /api/v1/, one include per app."""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("tenants.api.urls")),
+]

@@ -1,0 +1,55 @@
+"""Request logging and size limits. Neither ever reads or logs a request body."""
+
+import logging
+import time
+
+from django.conf import settings
+
+from memory_service.exceptions import PayloadTooLargeError, error_response
+
+logger = logging.getLogger("memory_service.request")
+
+
+class RequestLogMiddleware:
+    """One JSON log line per request: method, path (no query string), status, duration, client."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        token = getattr(getattr(request, "user", None), "token", None)
+        logger.info(
+            "request",
+            extra={
+                "method": request.method,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "token": token.prefix if token is not None else None,
+                "client": token.name if token is not None else None,
+                "tenant": str(token.tenant_id) if token is not None else None,
+            },
+        )
+        return response
+
+
+class RequestSizeLimitMiddleware:
+    """Refuse bodies over MAX_REQUEST_BYTES with 413 before anything parses them."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > settings.MAX_REQUEST_BYTES:
+            return error_response(
+                PayloadTooLargeError.code,
+                f"The request body exceeds {settings.MAX_REQUEST_BYTES} bytes.",
+                413,
+            )
+        return self.get_response(request)

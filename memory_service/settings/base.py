@@ -1,0 +1,198 @@
+"""Settings for every environment, read from environment variables.
+
+Production differs from development only by the environment. Every variable is listed in the
+README's configuration table. A secret may also be given as ``<NAME>_FILE`` (a path whose
+content is the value), which is how Docker secrets are mounted.
+"""
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+
+def _read_file_secrets(names: list[str]) -> None:
+    """For each NAME with NAME_FILE set and NAME unset, load NAME from that file."""
+    for name in names:
+        path = os.environ.get(f"{name}_FILE")
+        if path and name not in os.environ:
+            os.environ[name] = Path(path).read_text().strip()
+
+
+env = environ.Env()
+# `make run` writes the settings it chose to `.env`; `make test` points ENV_FILE elsewhere.
+# Variables already in the environment win over the file.
+ENV_FILE = Path(os.environ.get("ENV_FILE", BASE_DIR / ".env"))
+if ENV_FILE.is_file():
+    environ.Env.read_env(ENV_FILE)
+_read_file_secrets(["SECRET_KEY", "DATABASE_URL", "ADMIN_DATABASE_URL", "REDIS_URL"])
+
+SECRET_KEY = env("SECRET_KEY")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "tenants.admin_site.MemoryAdminConfig",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "rest_framework_api_key",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_prometheus",
+    "tenants",
+    "audit",
+    "proposals",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "memory_service.middleware.RequestLogMiddleware",
+    "memory_service.middleware.RequestSizeLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "memory_service.urls"
+ASGI_APPLICATION = "memory_service.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Two roles on one database. `default` is the application's role: no superuser, no BYPASSRLS, so
+# PostgreSQL row-level security filters every tenant table. `admin` may bypass RLS: it runs
+# migrations, operator commands and the Django admin of platform operators (superusers).
+# Without ADMIN_DATABASE_URL both aliases use DATABASE_URL.
+DATABASES = {
+    "default": env.db("DATABASE_URL"),
+    "admin": env.db("ADMIN_DATABASE_URL", default=env.str("DATABASE_URL")),
+}
+for _alias in DATABASES.values():
+    _alias["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+    _alias["CONN_HEALTH_CHECKS"] = True
+# One transaction per request: the tenant is set for row-level security inside it.
+DATABASES["default"]["ATOMIC_REQUESTS"] = True
+DATABASE_ROUTERS = ["tenants.routers.TenantDatabaseRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "tenants.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / ".data" / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+STORAGE_DIR = env.path("STORAGE_DIR", default=BASE_DIR / ".data" / "storage")
+
+# Requests bigger than this are refused with 413 before they are parsed.
+MAX_REQUEST_BYTES = env.int("MAX_REQUEST_BYTES", default=8 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+
+REDIS_URL = env.str("REDIS_URL", default="redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "ms",
+        "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+    }
+}
+
+# Celery: Redis is the broker; tasks receive ids only.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_IMPORTS = ("memory_service.workers",)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "worker-heartbeat": {"task": "memory_service.workers.record_worker_heartbeat", "schedule": 10.0},
+}
+# A worker is considered alive when its heartbeat is younger than this.
+WORKER_HEARTBEAT_MAX_AGE = env.int("WORKER_HEARTBEAT_MAX_AGE", default=60)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasTokenPermission"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memory_service.exceptions.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "memory-service API",
+    "DESCRIPTION": "Multi-tenant memory for AI agents: scoped memories, PII masking, audit.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# JSON logs on stdout. Request bodies are never logged (see memory_service.middleware).
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's own request logger would print request details on errors; ours replaces it.
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "django.server": {"handlers": [], "propagate": False},
+    },
+}
+
+# Tokens: how often `last_used_at` is refreshed (a write per request would be wasteful).
+TOKEN_LAST_USED_RESOLUTION_SECONDS = 60

@@ -1,0 +1,20 @@
+"""Settings for the test suite: the same as production, with a throwaway test database.
+
+The test database is created and migrated by the `admin` alias (the role that owns the schema);
+`default` mirrors it with the application's role, so tests run under row-level security exactly
+as the service does.
+"""
+
+from .base import *  # noqa: F403
+from .base import DATABASES
+
+DATABASES["admin"]["TEST"] = {"NAME": "test_memory_service"}
+DATABASES["default"]["TEST"] = {"MIRROR": "admin"}
+for _alias in DATABASES.values():
+    _alias["CONN_MAX_AGE"] = 0
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -1,0 +1,61 @@
+"""Token management through the API (``admin`` permission). Tenants are made by operators."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tenants.models import Permission
+from tenants.selectors import token_get, token_list
+from tenants.services import token_create, token_revoke
+
+
+class TokenOutputSerializer(serializers.Serializer):
+    prefix = serializers.CharField()
+    name = serializers.CharField()
+    permissions = serializers.ListField(child=serializers.CharField())
+    user = serializers.CharField()
+    repositories = serializers.ListField(child=serializers.CharField())
+    created = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    expiry_date = serializers.DateTimeField(allow_null=True)
+    revoked = serializers.BooleanField()
+
+
+class TokenListApi(APIView):
+    required_permission = Permission.ADMIN
+
+    class InputSerializer(serializers.Serializer):
+        name = serializers.CharField(max_length=50)
+        permissions = serializers.ListField(
+            child=serializers.ChoiceField(choices=Permission.values), required=False, allow_empty=False
+        )
+        user = serializers.CharField(required=False, allow_blank=True, default="")
+        repositories = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+        expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+    class CreatedSerializer(TokenOutputSerializer):
+        token = serializers.CharField(help_text="The raw token. Shown once; store it now.")
+
+    @extend_schema(responses=TokenOutputSerializer(many=True))
+    def get(self, request):
+        tokens = token_list(tenant=request.auth.tenant)
+        return Response({"results": TokenOutputSerializer(tokens, many=True).data, "next": None})
+
+    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        issued = token_create(tenant=request.auth.tenant, **data.validated_data)
+        body = TokenOutputSerializer(issued.token).data | {"token": issued.raw}
+        return Response(body, status=status.HTTP_201_CREATED)
+
+
+class TokenRevokeApi(APIView):
+    required_permission = Permission.ADMIN
+
+    @extend_schema(request=None, responses=TokenOutputSerializer)
+    def post(self, request, prefix: str):
+        token = token_get(tenant=request.auth.tenant, prefix=prefix)
+        token = token_revoke(tenant=request.auth.tenant, token=token)
+        return Response(TokenOutputSerializer(token).data)

@@ -1,0 +1,71 @@
+"""The one path from a bearer token to a tenant, shared by REST (DRF) and MCP."""
+
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+
+from tenants.context import set_current_tenant, set_token_prefix
+from tenants.models import ApiToken
+from tenants.services import token_touch
+
+MAX_TOKEN_LENGTH = 200
+
+
+def authenticate_token(raw: str) -> ApiToken | None:
+    """Return the usable token for ``raw`` and bind the current transaction to its tenant.
+
+    Returns None for an unknown, malformed, revoked or expired token, or an inactive tenant —
+    callers answer 401 without saying which. Must run inside a transaction: on success the
+    transaction's RLS tenant is the token's tenant, so everything after it sees only that tenant.
+    """
+    prefix, dot, secret = raw.partition(".")
+    if not dot or not prefix or not secret or len(raw) > MAX_TOKEN_LENGTH or not raw.isascii():
+        return None
+    set_token_prefix(prefix)
+    token = ApiToken.objects.filter(prefix=prefix, revoked=False).first()
+    if token is None or token.has_expired or not token.is_valid(raw):
+        return None
+    set_current_tenant(token.tenant_id)
+    if not token.tenant.is_active:
+        return None
+    token_touch(token=token)
+    return token
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    """``Authorization: Bearer <token>`` → ``request.auth`` is the ApiToken, tenant set for RLS.
+
+    Relies on ATOMIC_REQUESTS: the request's transaction carries the tenant setting.
+    """
+
+    keyword = b"bearer"
+
+    def authenticate(self, request):
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed()
+        try:
+            raw = parts[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed() from exc
+        token = authenticate_token(raw)
+        if token is None:
+            raise exceptions.AuthenticationFailed()
+        return (TokenUser(token), token)
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="api"'
+
+
+class TokenUser:
+    """What DRF sees as ``request.user`` for a token: the client, not a Django user."""
+
+    is_authenticated = True
+    is_anonymous = False
+
+    def __init__(self, token: ApiToken):
+        self.token = token
+
+    def __str__(self) -> str:
+        return f"token:{self.token.prefix}"

@@ -1,0 +1,87 @@
+import uuid
+
+from django.contrib.auth.models import AbstractUser
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.utils import timezone
+from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
+
+
+class Permission(models.TextChoices):
+    """What a token may do. DESIGN.md "Permissions" lists what each allows."""
+
+    MEMORY_READ = "memory:read"
+    MEMORY_WRITE = "memory:write"
+    PROPOSALS_WRITE = "proposals:write"
+    EXPORT = "export"
+    ADMIN = "admin"
+
+
+DEFAULT_TOKEN_PERMISSIONS = [Permission.MEMORY_READ.value, Permission.MEMORY_WRITE.value]
+
+
+class TenantQuerySet(models.QuerySet):
+    def for_tenant(self, tenant: "Tenant") -> "TenantQuerySet":
+        """Rows of one tenant. RLS filters too; this keeps queries explicit and index-friendly."""
+        return self.filter(tenant=tenant)
+
+
+class Tenant(models.Model):
+    """A customer organisation. Deactivated, never deleted, while its audit must be kept."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    slug = models.SlugField(max_length=63, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ApiTokenManager(BaseAPIKeyManager.from_queryset(TenantQuerySet)):
+    pass
+
+
+class ApiToken(AbstractAPIKey):
+    """A bearer token for one client of one tenant, stored hashed with a lookup prefix.
+
+    The raw token (``<prefix>.<secret>``) is shown once at creation. ``user`` binds the token to
+    one user id; ``repositories`` (empty = any) binds it to repositories.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="tokens")
+    permissions = ArrayField(models.CharField(max_length=32, choices=Permission.choices))
+    user = models.CharField(max_length=128, blank=True, default="")
+    repositories = ArrayField(models.CharField(max_length=128), blank=True, default=list)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenManager()
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
+        indexes = [models.Index(fields=["tenant", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix})"
+
+    def has_permission(self, permission: str) -> bool:
+        return permission in self.permissions
+
+
+class User(AbstractUser):
+    """A person who logs into the Django admin.
+
+    Superusers are platform operators and see every tenant. A staff user bound to a tenant is
+    that tenant's administrator: every admin request runs with that tenant set for RLS.
+    """
+
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="administrators"
+    )
+

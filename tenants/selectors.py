@@ -1,0 +1,31 @@
+"""Every read of tenants and tokens goes through these functions.
+
+They read under whatever context the caller runs in: a tenant context (RLS shows one tenant) or
+``platform_context`` for operator tools.
+"""
+
+from django.db.models import QuerySet
+
+from memory_service.exceptions import NotFoundError
+from tenants.models import ApiToken, Tenant
+
+
+def tenant_get_by_slug(*, slug: str) -> Tenant:
+    """The tenant with this slug; NotFoundError when it does not exist (or is not visible)."""
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise NotFoundError("No tenant with this slug.")
+    return tenant
+
+
+def token_get(*, tenant: Tenant, prefix: str) -> ApiToken:
+    """The token of ``tenant`` with this lookup prefix; NotFoundError for another tenant's."""
+    token = ApiToken.objects.for_tenant(tenant).filter(prefix=prefix).first()
+    if token is None:
+        raise NotFoundError("No token with this prefix in this tenant.")
+    return token
+
+
+def token_list(*, tenant: Tenant) -> QuerySet[ApiToken]:
+    """The tenant's tokens, newest first."""
+    return ApiToken.objects.for_tenant(tenant).order_by("-created")

@@ -1,0 +1,120 @@
+"""Every write to tenants and tokens goes through these functions."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memory_service.exceptions import ConflictError, ValidationError
+from tenants.context import tenant_context
+from tenants.identifiers import validate_identifier
+from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tenant
+
+_VALID_PERMISSIONS = set(Permission.values)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    """A token just created. ``raw`` is the only copy of the secret: show it once."""
+
+    token: ApiToken
+    raw: str
+
+
+def _clean_permissions(permissions: list[str] | None) -> list[str]:
+    if permissions is None:
+        return list(DEFAULT_TOKEN_PERMISSIONS)
+    cleaned = sorted({p.strip() for p in permissions if p.strip()})
+    unknown = [p for p in cleaned if p not in _VALID_PERMISSIONS]
+    if unknown or not cleaned:
+        raise ValidationError(
+            f"Permissions must be chosen from: {', '.join(Permission.values)}.",
+            fields={"permissions": ["Unknown or empty permission list."]},
+        )
+    return cleaned
+
+
+def tenant_create(*, slug: str, name: str = "") -> Tenant:
+    """Create an active tenant. Raises ConflictError when the slug is taken.
+
+    Runs with the new tenant set for RLS, so the application's role can create it.
+    """
+    tenant = Tenant(id=uuid.uuid4(), slug=slug, name=name or slug)
+    tenant.full_clean()
+    try:
+        with tenant_context(tenant.id):
+            tenant.save(force_insert=True)
+    except IntegrityError as exc:
+        raise ConflictError("A tenant with this slug already exists.", fields={"slug": ["Taken."]}) from exc
+    return tenant
+
+
+def tenant_deactivate(*, tenant: Tenant) -> Tenant:
+    """Deactivate a tenant: its tokens stop working; its data and audit are kept."""
+    with tenant_context(tenant.id):
+        Tenant.objects.filter(id=tenant.id).update(is_active=False)
+    tenant.is_active = False
+    return tenant
+
+
+def token_create(
+    *,
+    tenant: Tenant,
+    name: str,
+    permissions: list[str] | None = None,
+    user: str = "",
+    repositories: list[str] | None = None,
+    expires_at: datetime | None = None,
+) -> IssuedToken:
+    """Issue a token for one client of ``tenant``.
+
+    Without ``permissions`` the token may read and write memories only. ``user`` binds the token
+    to one user id, ``repositories`` to a list of repositories. The raw token is returned once and
+    never stored: only its hash and lookup prefix are.
+    """
+    name = name.strip()
+    if not name or len(name) > 50:
+        raise ValidationError("Token name must be 1-50 characters.", fields={"name": ["1-50 characters."]})
+    if user:
+        validate_identifier(user, field="user")
+    for repository in repositories or []:
+        validate_identifier(repository, field="repositories")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationError("Expiry must be in the future.", fields={"expires_at": ["In the past."]})
+    with tenant_context(tenant.id):
+        token, raw = ApiToken.objects.create_key(
+            tenant=tenant,
+            name=name,
+            permissions=_clean_permissions(permissions),
+            user=user,
+            repositories=sorted(set(repositories or [])),
+            expiry_date=expires_at,
+        )
+    return IssuedToken(token=token, raw=raw)
+
+
+def token_revoke(*, tenant: Tenant, token: ApiToken) -> ApiToken:
+    """Revoke a token of ``tenant``. Idempotent: revoking twice keeps the first time."""
+    with tenant_context(tenant.id):
+        now = timezone.now()
+        ApiToken.objects.for_tenant(tenant).filter(pk=token.pk, revoked=False).update(
+            revoked=True, revoked_at=now
+        )
+        token.refresh_from_db()
+    return token
+
+
+def token_touch(*, token: ApiToken) -> None:
+    """Record that a token was just used, at most once per resolution interval.
+
+    Must run in the token's tenant context (the authentication class calls it there).
+    """
+    now = timezone.now()
+    resolution = timedelta(seconds=settings.TOKEN_LAST_USED_RESOLUTION_SECONDS)
+    if token.last_used_at is None or now - token.last_used_at >= resolution:
+        with transaction.atomic():
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
