@@ -4,4 +4,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("tenants.api.urls")),
+    path("", include("memory_service.memories.api.urls")),
 ]

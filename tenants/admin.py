@@ -15,7 +15,17 @@ class TenantAdmin(ReadOnlyAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(ReadOnlyAdmin):
-    list_display = ["name", "prefix", "tenant", "user", "permissions", "created", "last_used_at", "expiry_date", "revoked"]
+    list_display = [
+        "name",
+        "prefix",
+        "tenant",
+        "user",
+        "permissions",
+        "created",
+        "last_used_at",
+        "expiry_date",
+        "revoked",
+    ]
     list_filter = ["revoked", "tenant"]
     search_fields = ["name", "prefix", "user"]
     exclude = ["hashed_key", "id"]

@@ -8,7 +8,7 @@ class TenantsConfig(AppConfig):
     default = True
 
     def ready(self):
+        import tenants.schema  # noqa: F401  (registers the OpenAPI auth scheme)
         from tenants.grants import grant_application_role
 
         post_migrate.connect(grant_application_role, sender=self)
-

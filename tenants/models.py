@@ -81,7 +81,4 @@ class User(AbstractUser):
     that tenant's administrator: every admin request runs with that tenant set for RLS.
     """
 
-    tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="administrators"
-    )
-
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="administrators")

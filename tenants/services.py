@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -43,7 +44,11 @@ def tenant_create(*, slug: str, name: str = "") -> Tenant:
     Runs with the new tenant set for RLS, so the application's role can create it.
     """
     tenant = Tenant(id=uuid.uuid4(), slug=slug, name=name or slug)
-    tenant.full_clean()
+    try:
+        # Uniqueness is left to the database: under RLS the check could not see other tenants.
+        tenant.full_clean(validate_unique=False, validate_constraints=False)
+    except DjangoValidationError as exc:
+        raise ValidationError("The tenant is invalid.", fields=exc.message_dict) from exc
     try:
         with tenant_context(tenant.id):
             tenant.save(force_insert=True)
@@ -100,9 +105,7 @@ def token_revoke(*, tenant: Tenant, token: ApiToken) -> ApiToken:
     """Revoke a token of ``tenant``. Idempotent: revoking twice keeps the first time."""
     with tenant_context(tenant.id):
         now = timezone.now()
-        ApiToken.objects.for_tenant(tenant).filter(pk=token.pk, revoked=False).update(
-            revoked=True, revoked_at=now
-        )
+        ApiToken.objects.for_tenant(tenant).filter(pk=token.pk, revoked=False).update(revoked=True, revoked_at=now)
         token.refresh_from_db()
     return token
 

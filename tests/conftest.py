@@ -64,9 +64,54 @@ def django_db_setup(request, django_test_environment, django_db_blocker):
 
     with django_db_blocker.unblock():
         db_cfg = setup_databases(
-            verbosity=request.config.option.verbose, interactive=False, aliases={"admin", "default"}, serialized_aliases=set()
+            verbosity=request.config.option.verbose,
+            interactive=False,
+            aliases={"admin", "default"},
+            serialized_aliases=set(),
         )
     yield
     with django_db_blocker.unblock():
         connections.close_all()
         teardown_databases(db_cfg, verbosity=request.config.option.verbose)
+
+
+def database_url(alias: str) -> str:
+    """A URL for the test database as ``alias`` sees it (for processes started by tests)."""
+    from urllib.parse import quote
+
+    from django.db import connections
+
+    s = connections[alias].settings_dict
+    return f"postgres://{s['USER']}:{quote(s['PASSWORD'], safe='')}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker process on the test broker and the test database, for the session."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from memory_service.celery import app
+
+    with django_db_blocker.unblock():
+        env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
+    log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "worker.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "INFO",
+             "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=0.5):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the test worker did not start; see {log_path}")
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

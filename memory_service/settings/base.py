@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_prometheus",
     "tenants",
+    "memory_service.memories",
     "audit",
     "proposals",
 ]

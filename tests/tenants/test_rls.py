@@ -35,7 +35,8 @@ def test_it_enables_and_forces_rls_with_a_policy_on_every_tenant_table():
         for table, _column in tables:
             cursor.execute(
                 "SELECT c.relrowsecurity, c.relforcerowsecurity, "
-                "(SELECT count(*) FROM pg_policies p WHERE p.tablename = c.relname AND p.policyname = 'tenant_isolation') "
+                "(SELECT count(*) FROM pg_policies p "
+                " WHERE p.tablename = c.relname AND p.policyname = 'tenant_isolation') "
                 "FROM pg_class c WHERE c.relname = %s",
                 [table],
             )

@@ -1,0 +1,158 @@
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from tenants.models import Tenant, TenantQuerySet
+
+
+class Scope(models.TextChoices):
+    """Where a memory belongs (seed 002): one person, one codebase, or one working session."""
+
+    USER = "user"
+    REPOSITORY = "repository"
+    SESSION = "session"
+
+
+class Kind(models.TextChoices):
+    NOTE = "note"
+    LESSON = "lesson"
+    CONCLUSION = "conclusion"
+    KNOWLEDGE = "knowledge"
+    DECISION = "decision"
+    PREFERENCE = "preference"
+    PROFILE = "profile"
+    IDEA = "idea"
+
+
+class Priority(models.TextChoices):
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+class Confidence(models.TextChoices):
+    """Agents write ``raw``; only a human promotes to ``validated``."""
+
+    RAW = "raw"
+    VALIDATED = "validated"
+
+
+class Lifecycle(models.TextChoices):
+    """States set explicitly on decisions. Superseded states are derived from links, never stored."""
+
+    NONE = "", "none"
+    PROPOSED = "proposed"
+    REJECTED = "rejected"
+    DEPRECATED = "deprecated"
+
+
+class EmbeddingStatus(models.TextChoices):
+    PENDING = "pending"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class Memory(models.Model):
+    """One thing an agent or a person wants remembered, masked before it was stored.
+
+    Scope owner: ``user`` for user scope, ``repository`` for repository scope, ``session`` (owned by
+    ``user``) for session scope. ``author`` is the user the writing token acted as.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    user = models.CharField(max_length=128, blank=True, default="")
+    repository = models.CharField(max_length=128, blank=True, default="")
+    session = models.CharField(max_length=128, blank=True, default="")
+    name = models.CharField(max_length=128, blank=True, default="", help_text="Session note name (plan, todo)")
+    author = models.CharField(max_length=128, blank=True, default="")
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.NOTE)
+    priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.NORMAL)
+    confidence = models.CharField(max_length=16, choices=Confidence.choices, default=Confidence.RAW)
+    lifecycle = models.CharField(max_length=16, choices=Lifecycle.choices, blank=True, default=Lifecycle.NONE)
+
+    title = models.CharField(max_length=512, blank=True, default="")
+    text = models.TextField()
+    tags = ArrayField(models.CharField(max_length=64), blank=True, default=list)
+    metadata = models.JSONField(blank=True, default=dict)
+    solved_query = models.TextField(blank=True, default="")
+
+    external_id = models.CharField(max_length=128, blank=True, default="")
+    dedup_key = models.CharField(max_length=64)
+    source_client = models.CharField(max_length=50, blank=True, default="")
+    masker_version = models.CharField(max_length=32)
+
+    embedding_status = models.CharField(max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING)
+    embedding_model = models.CharField(max_length=64, blank=True, default="")
+
+    occurred_at = models.DateTimeField(default=timezone.now)
+    valid_until = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "memories"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "scope", "user", "repository", "session", "external_id"],
+                condition=~Q(external_id=""),
+                name="memory_external_id_unique_per_owner",
+            ),
+            models.UniqueConstraint(fields=["tenant", "dedup_key"], name="memory_dedup_key_unique"),
+            models.UniqueConstraint(
+                fields=["tenant", "user", "session", "name"],
+                condition=Q(scope="session") & ~Q(name=""),
+                name="memory_session_note_unique",
+            ),
+            models.CheckConstraint(
+                condition=(
+                    (Q(scope="user") & ~Q(user="") & Q(repository="") & Q(session=""))
+                    | (Q(scope="repository") & ~Q(repository="") & Q(user="") & Q(session=""))
+                    | (Q(scope="session") & ~Q(session="") & ~Q(user=""))
+                ),
+                name="memory_scope_owner",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["tenant", "-created_at"], name="memory_tenant_created"),
+            models.Index(fields=["tenant", "scope", "user"], name="memory_tenant_user"),
+            models.Index(fields=["tenant", "repository"], name="memory_tenant_repository"),
+            models.Index(fields=["tenant", "session"], name="memory_tenant_session"),
+            models.Index(fields=["tenant", "kind"], name="memory_tenant_kind"),
+            models.Index(
+                fields=["tenant", "expires_at"], name="memory_tenant_expires", condition=Q(expires_at__isnull=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or f"{self.kind} {self.id}"
+
+
+class Supersession(models.Model):
+    """``new`` replaces ``old`` wholly, or in part when ``partial``. Status is derived from these."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    old = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="superseded_by_links")
+    new = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="supersedes_links")
+    partial = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["old", "new"], name="supersession_unique"),
+            models.CheckConstraint(condition=~Q(old=models.F("new")), name="supersession_not_self"),
+        ]
+        indexes = [models.Index(fields=["tenant", "old"], name="supersession_tenant_old")]
+
+    def __str__(self) -> str:
+        return f"{self.new_id} {'partially ' if self.partial else ''}supersedes {self.old_id}"

@@ -1,0 +1,98 @@
+"""Every read of memories goes through these functions; each starts from ``for_tenant``."""
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.db.models import Q, QuerySet
+
+from memory_service.exceptions import NotFoundError, PermissionDeniedError, ValidationError
+from memory_service.memories.models import Memory, Scope, Supersession
+from memory_service.memories.status import DerivedStatus, Replacement, derive_status
+from tenants.models import ApiToken
+
+
+def memory_visibility(*, token: ApiToken) -> Q:
+    """What a token may see inside its tenant.
+
+    A token bound to user U sees U's user memories and U's sessions, never another user's. A token
+    bound to repositories sees only those repositories (and sessions in them or in none).
+    """
+    visible = Q()
+    if token.user:
+        visible &= Q(scope=Scope.REPOSITORY) | Q(user=token.user)
+    if token.repositories:
+        visible &= Q(scope=Scope.USER) | Q(repository__in=token.repositories) | Q(scope=Scope.SESSION, repository="")
+    return visible
+
+
+def check_user_binding(*, token: ApiToken, user: str | None) -> None:
+    """A token bound to a user may not name another user (403)."""
+    if token.user and user and user != token.user:
+        raise PermissionDeniedError(
+            "This token acts only as its own user.", fields={"user": ["Not this token's user."]}
+        )
+
+
+def check_repository_binding(*, token: ApiToken, repository: str | None) -> None:
+    """A token bound to repositories may not name another repository (403)."""
+    if token.repositories and repository and repository not in token.repositories:
+        raise PermissionDeniedError(
+            "This token is bound to other repositories.", fields={"repository": ["Not allowed for this token."]}
+        )
+
+
+def memory_list(*, token: ApiToken, filters: dict) -> QuerySet[Memory]:
+    """Memories the token may read, newest first, narrowed by ``filters``.
+
+    ``filters`` may hold scope, kind, user, repository, session, confidence, priority, tag.
+    """
+    check_user_binding(token=token, user=filters.get("user"))
+    check_repository_binding(token=token, repository=filters.get("repository"))
+    queryset = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token=token))
+    for name in ("scope", "kind", "user", "repository", "session", "confidence", "priority"):
+        if filters.get(name):
+            queryset = queryset.filter(**{name: filters[name]})
+    if filters.get("tag"):
+        queryset = queryset.filter(tags__contains=[filters["tag"]])
+    return queryset.order_by("-created_at", "-id")
+
+
+def parse_memory_id(value: str, *, field: str = "id") -> uuid.UUID:
+    """A memory id from a path or body; ValidationError naming ``field`` when malformed."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError as exc:
+        raise ValidationError(f"'{field}' is not a valid memory id.", fields={field: ["Not a UUID."]}) from exc
+
+
+def memory_get(*, token: ApiToken, memory_id: uuid.UUID | str) -> Memory:
+    """The memory if the token may read it; NotFoundError if missing, another tenant's or hidden."""
+    memory_id = parse_memory_id(memory_id)
+    memory = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token=token), id=memory_id).first()
+    if memory is None:
+        raise NotFoundError("No such memory.")
+    return memory
+
+
+def memory_statuses(*, token: ApiToken, memories: Iterable[Memory]) -> dict[uuid.UUID, DerivedStatus]:
+    """Derived status of each memory, in two queries; replacement titles only where readable."""
+    memories = list(memories)
+    links = Supersession.objects.for_tenant(token.tenant).filter(old__in=[m.id for m in memories])
+    by_old: dict[uuid.UUID, list[Supersession]] = defaultdict(list)
+    for link in links.order_by("created_at"):
+        by_old[link.old_id].append(link)
+    new_ids = {link.new_id for group in by_old.values() for link in group}
+    readable = dict(
+        Memory.objects.for_tenant(token.tenant)
+        .filter(memory_visibility(token=token), id__in=new_ids)
+        .values_list("id", "title")
+    )
+    statuses = {}
+    for memory in memories:
+        replacements = [
+            Replacement(id=str(link.new_id), title=readable.get(link.new_id), partial=link.partial)
+            for link in by_old.get(memory.id, [])
+        ]
+        statuses[memory.id] = derive_status(lifecycle=memory.lifecycle, replacements=replacements)
+    return statuses
