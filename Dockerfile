@@ -29,4 +29,4 @@ USER app
 
 EXPOSE 8000
 
-CMD ["uvicorn", "memory_service.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log"]
+CMD ["uvicorn", "memory_service.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log", "--log-config", "memory_service/uvicorn_logging.json"]

@@ -12,12 +12,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP_BASE): requirements/base.txt | $(PY)
-	@echo "==> Installing the pinned requirements (requirements/base.txt)"
-	$(PY) -m pip install --quiet --progress-bar off -r requirements/base.txt
+$(STAMP_BASE): requirements/base.txt requirements/embedded.txt | $(PY)
+	@echo "==> Installing the pinned requirements (requirements/embedded.txt)"
+	$(PY) -m pip install --quiet --progress-bar off -r requirements/embedded.txt
 	@touch $@
 
-$(STAMP_DEV): requirements/dev.txt requirements/base.txt | $(PY)
+$(STAMP_DEV): requirements/dev.txt requirements/embedded.txt requirements/base.txt | $(PY)
 	@echo "==> Installing the pinned test requirements (requirements/dev.txt)"
 	$(PY) -m pip install --quiet --progress-bar off -r requirements/dev.txt
 	@touch $@ $(STAMP_BASE)

@@ -442,6 +442,27 @@ def ensure_demo_tenant() -> str | None:
         return token_create(tenant=tenant, name="demo", permissions=list(Permission.values)).raw
 
 
+def stack_commands(profile: Profile, port: int) -> dict[str, list[str]]:
+    """The long-running processes of the stack, in start order."""
+    bin_dir = Path(PYTHON).parent
+    celery = [str(bin_dir / "celery"), "-A", "memory_service"]
+    return {
+        "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2"],
+        "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", str(profile.dir / "celerybeat-schedule")],
+        "web": [
+            str(bin_dir / "uvicorn"),
+            "memory_service.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-config",
+            str(BASE_DIR / "memory_service" / "uvicorn_logging.json"),
+        ],  # fmt: skip
+    }
+
+
 def command_run(args: argparse.Namespace) -> int:
     profile = run_profile()
     port = int(os.environ.get("PORT", 8000))
@@ -485,39 +506,8 @@ def command_run(args: argparse.Namespace) -> int:
 
         step("Starting the Celery worker, Celery beat and the web server")
         env = os.environ | {"ENV_FILE": str(profile.env_file), "OMP_WAIT_POLICY": "PASSIVE"}
-        bin_dir = Path(PYTHON).parent
-        supervisor.spawn(
-            "worker",
-            [str(bin_dir / "celery"), "-A", "memory_service", "worker", "--loglevel", "INFO", "--concurrency", "2"],
-            env,
-        )
-        supervisor.spawn(
-            "beat",
-            [
-                str(bin_dir / "celery"),
-                "-A",
-                "memory_service",
-                "beat",
-                "--loglevel",
-                "INFO",
-                "--schedule",
-                str(profile.dir / "celerybeat-schedule"),
-            ],
-            env,
-        )
-        supervisor.spawn(
-            "web",
-            [
-                str(bin_dir / "uvicorn"),
-                "memory_service.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--no-access-log",
-            ],
-            env,
-        )
+        for name, argv in stack_commands(profile, port).items():
+            supervisor.spawn(name, argv, env)
 
         step(f"Waiting for http://127.0.0.1:{port}/readyz")
         wait_ready(f"http://127.0.0.1:{port}/readyz", 120, supervisor)

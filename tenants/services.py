@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -12,7 +13,7 @@ from django.utils import timezone
 from memory_service.exceptions import ConflictError, ValidationError
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
-from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tenant
+from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tenant, User
 
 _VALID_PERMISSIONS = set(Permission.values)
 
@@ -121,3 +122,14 @@ def token_touch(*, token: ApiToken) -> None:
         with transaction.atomic():
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
+
+
+def tenant_admin_create(*, tenant: Tenant, username: str, password: str) -> User:
+    """A staff user bound to ``tenant``: every admin page they open shows only that tenant."""
+    try:
+        validate_password(password)
+    except DjangoValidationError as exc:
+        raise ValidationError(" ".join(exc.messages), fields={"password": exc.messages}) from exc
+    if User.objects.filter(username=username).exists():
+        raise ConflictError("A user with this username already exists.", fields={"username": ["Taken."]})
+    return User.objects.create_user(username=username, password=password, is_staff=True, tenant=tenant)

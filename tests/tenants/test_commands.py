@@ -64,3 +64,24 @@ def test_it_does_not_revoke_another_tenants_token():
     with pytest.raises(CommandError, match="No token"):
         run("revoke_token", "charlie", raw.split(".")[0])
     assert client_for(raw).get("/api/v1/memories").status_code == 200
+
+
+def test_it_creates_a_tenant_administrator_who_sees_only_that_tenant(monkeypatch):
+    from django.test import Client
+
+    run("create_tenant", "acme", "--token-name", "acme-agent")
+    run("create_tenant", "charlie", "--token-name", "charlie-agent")
+    monkeypatch.setattr("sys.stdin", StringIO("a-Long-passw0rd\n"))
+    assert "Created tenant administrator" in run("create_tenant_admin", "alice", "--tenant", "acme", "--password-stdin")
+
+    client = Client()
+    assert client.login(username="alice", password="a-Long-passw0rd")
+    page = client.get("/admin/tenants/apitoken/").content.decode()
+    assert "acme-agent" in page and "charlie-agent" not in page
+
+
+def test_it_refuses_a_weak_administrator_password(monkeypatch):
+    run("create_tenant", "acme")
+    monkeypatch.setattr("sys.stdin", StringIO("123\n"))
+    with pytest.raises(CommandError, match="too short"):
+        run("create_tenant_admin", "alice", "--tenant", "acme", "--password-stdin")

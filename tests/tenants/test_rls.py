@@ -2,8 +2,9 @@
 
 import pytest
 from django.apps import apps
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
+from memory_service.memories.models import Memory
 from tenants.context import set_current_tenant, tenant_context
 from tenants.models import ApiToken, Tenant
 from tests.factories import make_tenant, make_token
@@ -43,25 +44,34 @@ def test_it_enables_and_forces_rls_with_a_policy_on_every_tenant_table():
             assert cursor.fetchone() == (True, True, 1), table
 
 
+def _add_memory(tenant, text):
+    with tenant_context(tenant.id):
+        Memory.objects.create(tenant=tenant, scope="user", user="u1", text=text, dedup_key=text, masker_version="test")
+
+
 def test_it_returns_only_the_current_tenants_rows_to_raw_sql():
     a, b = make_tenant("alpha"), make_tenant("bravo")
     make_token(a, name="a-client")
     make_token(b, name="b-client")
+    _add_memory(a, "alpha remembers")
+    _add_memory(b, "bravo remembers")
 
     with tenant_context(a.id), connection.cursor() as cursor:
         cursor.execute("SELECT tenant_id, name FROM tenants_apitoken")
-        rows = cursor.fetchall()
+        tokens = cursor.fetchall()
         cursor.execute("SELECT slug FROM tenants_tenant")
         slugs = [row[0] for row in cursor.fetchall()]
-    assert rows == [(a.id, "a-client")]
+        cursor.execute("SELECT tenant_id, text FROM memories_memory")
+        memories = cursor.fetchall()
+    assert tokens == [(a.id, "a-client")]
     assert slugs == ["alpha"]
+    assert memories == [(a.id, "alpha remembers")]
 
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         set_current_tenant("")
-        cursor.execute("SELECT count(*) FROM tenants_apitoken")
-        assert cursor.fetchone() == (0,)
-        cursor.execute("SELECT count(*) FROM tenants_tenant")
-        assert cursor.fetchone() == (0,)
+        for table in ("tenants_apitoken", "tenants_tenant", "memories_memory"):
+            cursor.execute(f"SELECT count(*) FROM {table}")
+            assert cursor.fetchone() == (0,), table
 
 
 def test_it_refuses_to_write_a_row_for_another_tenant():
