@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(databases=["default", "admin"])
 def test_it_has_a_migration_for_every_model_change():
     out = StringIO()
     try:
