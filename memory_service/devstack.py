@@ -109,7 +109,7 @@ def load_secrets(profile: Profile) -> dict[str, str]:
     path = profile.dir / "secrets.json"
     values = json.loads(path.read_text()) if path.exists() else {}
     changed = False
-    for key in ("superuser_password", "owner_password", "app_password", "secret_key", "audit_key"):
+    for key in ("superuser_password", "owner_password", "app_password", "secret_key", "audit_key", "pii_key"):
         if key not in values:
             values[key] = secrets.token_urlsafe(32)
             changed = True
@@ -354,6 +354,7 @@ def common_settings(values: dict[str, str], database_url: str, admin_url: str, r
     return {
         "SECRET_KEY": values["secret_key"],
         "AUDIT_HMAC_KEY": values["audit_key"],
+        "PII_PSEUDONYM_KEYS": f"1:{values['pii_key']}",
         "DATABASE_URL": database_url,
         "ADMIN_DATABASE_URL": admin_url,
         "REDIS_URL": redis_url,

@@ -26,14 +26,26 @@ class TenantQuerySet(models.QuerySet):
         return self.filter(tenant=tenant)
 
 
+class PiiMode(models.TextChoices):
+    LABEL = "label", "label (<EMAIL_ADDRESS>)"
+    PSEUDONYM = "pseudonym", "keyed pseudonym (<EMAIL_ADDRESS_1a2b3c4d5e6f>)"
+
+
 class Tenant(models.Model):
-    """A customer organisation. Deactivated, never deleted, while its audit must be kept."""
+    """A customer organisation. Deactivated, never deleted, while its audit must be kept.
+
+    The PII policy says how masked values are replaced, which entity types are masked (empty =
+    all the process can detect; secrets always) and whether the NER tier is required.
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=200, blank=True)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    pii_mode = models.CharField(max_length=16, choices=PiiMode.choices, default=PiiMode.LABEL)
+    pii_entities = ArrayField(models.CharField(max_length=32), blank=True, default=list)
+    pii_require_ner = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["slug"]

@@ -1,9 +1,12 @@
 import uuid
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from pgvector.django import VectorField
 
 from tenants.models import Tenant, TenantQuerySet
 
@@ -82,12 +85,14 @@ class Memory(models.Model):
     solved_query = models.TextField(blank=True, default="")
 
     external_id = models.CharField(max_length=128, blank=True, default="")
-    dedup_key = models.CharField(max_length=64)
+    dedup_key = models.CharField(max_length=64, help_text="Tenant-keyed HMAC of the raw text and scope owner")
+    request_hash = models.CharField(max_length=64, help_text="Keyed hash of the raw request, for idempotent repeats")
     source_client = models.CharField(max_length=50, blank=True, default="")
     masker_version = models.CharField(max_length=32)
 
     embedding_status = models.CharField(max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING)
     embedding_model = models.CharField(max_length=64, blank=True, default="")
+    search_vector = SearchVectorField(null=True, editable=False)
 
     occurred_at = models.DateTimeField(default=timezone.now)
     valid_until = models.DateTimeField(null=True, blank=True)
@@ -129,6 +134,7 @@ class Memory(models.Model):
             models.Index(
                 fields=["tenant", "expires_at"], name="memory_tenant_expires", condition=Q(expires_at__isnull=False)
             ),
+            GinIndex(fields=["search_vector"], name="memory_search_vector"),
         ]
 
     def __str__(self) -> str:
@@ -156,3 +162,57 @@ class Supersession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.new_id} {'partially ' if self.partial else ''}supersedes {self.old_id}"
+
+
+class MemoryEmbedding(models.Model):
+    """The vector of one memory in one model's space. Several models coexist while re-indexing.
+
+    Vectors of different dimensions share the column; each model has its own partial HNSW index
+    on ``embedding::vector(<dimension>)`` (see the migrations), and queries name the model.
+    """
+
+    pk = models.CompositePrimaryKey("memory_id", "model")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="embeddings")
+    model = models.CharField(max_length=64)
+    embedding = VectorField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "model"], name="embedding_tenant_model")]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} @ {self.model}"
+
+
+class ActivityLog(models.Model):
+    """One search or write (seed 000 §6.4): masked query and filters, hits, best distances, latency."""
+
+    class Operation(models.TextChoices):
+        SEARCH = "search"
+        WRITE = "write"
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+    operation = models.CharField(max_length=16, choices=Operation.choices)
+    client = models.CharField(max_length=50, blank=True, default="")
+    user = models.CharField(max_length=128, blank=True, default="")
+    query = models.TextField(blank=True, default="")
+    filters = models.JSONField(default=dict, blank=True)
+    hit_count = models.IntegerField(default=0)
+    best_distance = models.JSONField(default=dict, blank=True)
+    latency_ms = models.FloatField(default=0)
+    solved_query = models.TextField(blank=True, default="")
+    degraded = models.BooleanField(default=False)
+    memory_ids = ArrayField(models.UUIDField(), default=list, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "-at"], name="activity_tenant_at")]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.at:%Y-%m-%d %H:%M}"

