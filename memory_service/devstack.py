@@ -614,10 +614,12 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="start the whole stack in the foreground").set_defaults(func=command_run)
     commands.add_parser("stop", help="stop a running stack").set_defaults(func=command_stop)
-    test = commands.add_parser("test", help="set up and run the test suite")
-    test.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments passed to pytest")
+    test = commands.add_parser("test", help="set up and run the test suite; other arguments go to pytest")
     test.set_defaults(func=command_test)
-    args = parser.parse_args(argv)
+    args, pytest_args = parser.parse_known_args(argv)
+    if pytest_args and args.command != "test":
+        parser.error(f"unrecognized arguments: {' '.join(pytest_args)}")
+    args.pytest_args = pytest_args
     return args.func(args)
 
 

@@ -130,8 +130,8 @@ def _from_drf(exc: drf_exceptions.APIException) -> tuple[str, str, int, dict]:
     return "error", "The request could not be processed.", exc.status_code, {}
 
 
-def exception_handler(exc, context):
-    """DRF exception handler: render every known error in the one shape; let bugs be 500s."""
+def error_for(exc) -> tuple[int, dict, dict] | None:
+    """(status, body, headers) for a known error, in the one shape; None for a bug."""
     headers = {}
     if isinstance(exc, Http404):
         exc = NotFoundError()
@@ -149,6 +149,14 @@ def exception_handler(exc, context):
         if status == 401:
             headers["WWW-Authenticate"] = 'Bearer realm="api"'
     else:
-        return None  # An unknown exception is a bug: Django's 500 handler answers.
+        return None
+    return status, error_body(code, message, fields), headers
 
-    return Response(error_body(code, message, fields), status=status, headers=headers)
+
+def exception_handler(exc, context):
+    """DRF exception handler: render every known error in the one shape; let bugs be 500s."""
+    known = error_for(exc)
+    if known is None:
+        return None  # An unknown exception is a bug: Django's 500 handler answers.
+    status, body, headers = known
+    return Response(body, status=status, headers=headers)

@@ -31,10 +31,27 @@ def _check_worker() -> dict:
     return {"ok": ok, "heartbeat_age_s": round(age, 1)}
 
 
+def _check_embedding() -> dict:
+    from memory_service.embeddings import get_backend
+
+    backend = get_backend()
+    backend.embed_query("readiness")
+    return {"ok": True, "model": backend.model_id, "dimension": backend.dimension}
+
+
+def _check_pii() -> dict:
+    from memory_service.pii import get_masker
+
+    masker = get_masker()
+    return {"ok": True, "tiers": sorted(masker.tiers), "version": masker.version}
+
+
 READINESS_CHECKS = {
     "database": _check_database,
     "redis": _check_redis,
     "worker": _check_worker,
+    "embedding": _check_embedding,
+    "pii": _check_pii,
 }
 
 

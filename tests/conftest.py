@@ -85,9 +85,12 @@ def database_url(alias: str) -> str:
     return f"postgres://{s['USER']}:{quote(s['PASSWORD'], safe='')}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real Celery worker process on the test broker and the test database, for the session."""
+    """A real Celery worker process on the test broker and the test database, for one test module.
+
+    Queued messages left by earlier tests are purged first.
+    """
     import os
     import subprocess
     import sys
@@ -96,6 +99,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):
 
     from memory_service.celery import app
 
+    app.control.purge()
     with django_db_blocker.unblock():
         env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
     log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "worker.log"

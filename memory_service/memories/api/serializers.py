@@ -1,12 +1,84 @@
 from rest_framework import serializers
 
-from memory_service.memories.models import Confidence, Kind, Priority, Scope
+from memory_service.memories.models import Confidence, Kind, Lifecycle, Priority, Scope
+from memory_service.memories.services import MAX_SOLVED_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
+from tenants.identifiers import IDENTIFIER_RE
+
+# Raw text above this is refused before masking (stored text is limited to 16 KB after masking).
+MAX_RAW_TEXT_CHARS = 65_536
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know (a client sending ``type`` for ``kind`` hears about it)."""
+
+    def validate(self, attrs):
+        unknown = set(getattr(self, "initial_data", {}) or {}) - set(self.fields)
+        if unknown:
+            raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
+        return attrs
+
+
+def identifier_field(**kwargs):
+    return serializers.CharField(max_length=128, required=False, allow_blank=True, default="", **kwargs)
+
+
+class SupersedeItemSerializer(StrictSerializer):
+    id = serializers.CharField()
+    partial = serializers.BooleanField(default=False)
+
+
+def validate_metadata(value):
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("Expected an object.", code="not_a_dict")
+    for key in value:
+        if not IDENTIFIER_RE.match(str(key)):
+            raise serializers.ValidationError("Keys must match [A-Za-z0-9._:-]{1,128}.")
+    return value
+
+
+class MemoryInputSerializer(StrictSerializer):
+    text = serializers.CharField(max_length=MAX_RAW_TEXT_CHARS, trim_whitespace=False)
+    scope = serializers.ChoiceField(choices=Scope.choices)
+    kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.NOTE)
+    user = identifier_field()
+    repository = identifier_field()
+    session = identifier_field()
+    priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
+    title = serializers.CharField(max_length=MAX_TITLE_CHARS, required=False, allow_blank=True, default="")
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False, default=list
+    )
+    metadata = serializers.JSONField(required=False, default=dict, validators=[validate_metadata])
+    solved_query = serializers.CharField(
+        max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True, default=""
+    )
+    external_id = serializers.RegexField(IDENTIFIER_RE, required=False, allow_blank=True, default="")
+    occurred_at = serializers.DateTimeField(required=False, default=None)
+    valid_until = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    lifecycle = serializers.ChoiceField(choices=Lifecycle.choices, required=False, allow_blank=True, default="")
+    supersedes = serializers.ListField(child=SupersedeItemSerializer(), max_length=20, required=False, default=list)
+
+
+class MemoryUpdateSerializer(StrictSerializer):
+    text = serializers.CharField(max_length=MAX_RAW_TEXT_CHARS, trim_whitespace=False, required=False)
+    kind = serializers.ChoiceField(choices=Kind.choices, required=False)
+    priority = serializers.ChoiceField(choices=Priority.choices, required=False)
+    title = serializers.CharField(max_length=MAX_TITLE_CHARS, required=False, allow_blank=True)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False
+    )
+    metadata = serializers.JSONField(required=False, validators=[validate_metadata])
+    solved_query = serializers.CharField(max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True)
+    occurred_at = serializers.DateTimeField(required=False)
+    valid_until = serializers.DateTimeField(required=False, allow_null=True)
+    lifecycle = serializers.ChoiceField(choices=Lifecycle.choices, required=False, allow_blank=True)
 
 
 class MemoryOutputSerializer(serializers.Serializer):
-    """A memory as every endpoint returns it (the fields of a search item, plus ownership).
+    """A memory as every endpoint returns it: the fields of a search item, plus ownership.
 
-    Expects ``context["statuses"]``: memory id → DerivedStatus (see selectors.memory_statuses).
+    Expects ``context["statuses"]`` (memory id → DerivedStatus); ``context["scores"]`` and
+    ``context["markers"]`` (memory id → value) are filled by search only.
     """
 
     id = serializers.UUIDField()
@@ -28,15 +100,25 @@ class MemoryOutputSerializer(serializers.Serializer):
     priority = serializers.ChoiceField(choices=Priority.choices)
     confidence = serializers.ChoiceField(choices=Confidence.choices)
     lifecycle = serializers.CharField()
+    score = serializers.SerializerMethodField()
+    markers = serializers.SerializerMethodField()
     status = serializers.SerializerMethodField()
     annotation = serializers.SerializerMethodField()
     superseded_by = serializers.SerializerMethodField()
     embedding_status = serializers.CharField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
 
     def _status(self, memory):
         return self.context["statuses"][memory.id]
+
+    def get_score(self, memory) -> float | None:
+        score = self.context.get("scores", {}).get(memory.id)
+        return round(score, 4) if score is not None else None
+
+    def get_markers(self, memory) -> list[str]:
+        return self.context.get("markers", {}).get(memory.id, [])
 
     def get_status(self, memory) -> str:
         return self._status(memory).status
@@ -46,3 +128,7 @@ class MemoryOutputSerializer(serializers.Serializer):
 
     def get_superseded_by(self, memory) -> list[str]:
         return self._status(memory).superseded_by
+
+
+class MemoryWriteOutputSerializer(MemoryOutputSerializer):
+    pii = serializers.DictField(child=serializers.IntegerField(), help_text="Replacements per entity type")

@@ -1,53 +1,243 @@
-from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+"""REST interface onto the memory services and selectors: validate → call → serialize."""
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError as DrfValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_service.memories.api.serializers import MemoryOutputSerializer
+from memory_service.exceptions import ApplicationError, ValidationError, error_for
+from memory_service.memories.api.serializers import (
+    MemoryInputSerializer,
+    MemoryOutputSerializer,
+    MemoryUpdateSerializer,
+    MemoryWriteOutputSerializer,
+    StrictSerializer,
+    identifier_field,
+)
 from memory_service.memories.models import Confidence, Kind, Priority, Scope
-from memory_service.memories.selectors import memory_get, memory_list, memory_statuses
+from memory_service.memories.selectors import decision_list, memory_get, memory_list, memory_statuses
+from memory_service.memories.services import (
+    actor_of,
+    memory_create,
+    memory_delete,
+    memory_promote,
+    memory_supersede,
+    memory_update,
+    session_note_write,
+)
 from memory_service.pagination import ApiCursorPagination
+from memory_service.retrieval.search import BUDGET_RANGE, TOP_RANGE, memory_search
 from tenants.identifiers import IDENTIFIER_RE
 from tenants.models import Permission
 
 
-def _identifier_field():
-    return serializers.RegexField(IDENTIFIER_RE, required=False)
+def represent(*, token, memories, scores=None, markers=None) -> list[dict]:
+    """Memories as the API shows them, with derived status (two queries for the whole list)."""
+    memories = list(memories)
+    context = {"statuses": memory_statuses(token=token, memories=memories), "scores": scores or {}}
+    context["markers"] = markers or {}
+    return MemoryOutputSerializer(memories, many=True, context=context).data
+
+
+def represent_write(*, token, result) -> dict:
+    return represent(token=token, memories=[result.memory])[0] | {"pii": result.pii}
+
+
+def _validated(serializer_class, data, **kwargs) -> dict:
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
 
 
 class MemoryListApi(APIView):
-    required_permission = Permission.MEMORY_READ
+    """``GET`` lists memories (``memory:read``); ``POST`` stores one (``memory:write``)."""
 
     class FilterSerializer(serializers.Serializer):
         scope = serializers.ChoiceField(choices=Scope.choices, required=False)
         kind = serializers.ChoiceField(choices=Kind.choices, required=False)
         confidence = serializers.ChoiceField(choices=Confidence.choices, required=False)
         priority = serializers.ChoiceField(choices=Priority.choices, required=False)
-        user = _identifier_field()
-        repository = _identifier_field()
-        session = _identifier_field()
+        user = serializers.RegexField(IDENTIFIER_RE, required=False)
+        repository = serializers.RegexField(IDENTIFIER_RE, required=False)
+        session = serializers.RegexField(IDENTIFIER_RE, required=False)
         tag = serializers.CharField(required=False, max_length=64)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+        cursor = serializers.CharField(required=False)
+
+    @property
+    def required_permission(self):
+        return Permission.MEMORY_WRITE if self.request.method == "POST" else Permission.MEMORY_READ
+
+    @extend_schema(parameters=[FilterSerializer], responses=MemoryOutputSerializer(many=True))
+    def get(self, request):
+        filters = _validated(self.FilterSerializer, request.query_params)
+        paginator = ApiCursorPagination()
+        page = paginator.paginate_queryset(memory_list(token=request.auth, filters=filters), request, self)
+        return paginator.get_paginated_response(represent(token=request.auth, memories=page))
+
+    @extend_schema(
+        request=MemoryInputSerializer,
+        responses={201: MemoryWriteOutputSerializer, 200: OpenApiResponse(MemoryWriteOutputSerializer, "a repeat")},
+    )
+    def post(self, request):
+        data = _validated(MemoryInputSerializer, request.data)
+        result = memory_create(token=request.auth, **data)
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(represent_write(token=request.auth, result=result), status=code)
+
+
+class MemoryBulkCreateApi(APIView):
+    """Up to 500 memories; each item all-or-nothing; results in input order."""
+
+    required_permission = Permission.MEMORY_WRITE
+    MAX_ITEMS = 500
+
+    @extend_schema(
+        request=inline_serializer("BulkInput", {"items": MemoryInputSerializer(many=True)}),
+        responses=inline_serializer(
+            "BulkOutput",
+            {"results": serializers.ListField(child=serializers.DictField())},
+        ),
+    )
+    def post(self, request):
+        items = request.data.get("items") if isinstance(request.data, dict) else None
+        if not isinstance(items, list) or not items:
+            raise ValidationError("'items' must be a non-empty list.", fields={"items": ["A non-empty list."]})
+        if len(items) > self.MAX_ITEMS:
+            raise ValidationError(
+                f"At most {self.MAX_ITEMS} items per request.", fields={"items": [f"At most {self.MAX_ITEMS}."]}
+            )
+        results = [self._one(request, item) for item in items]
+        return Response({"results": results})
+
+    def _one(self, request, item) -> dict:
+        try:
+            with transaction.atomic():
+                result = memory_create(token=request.auth, **_validated(MemoryInputSerializer, item))
+        except (ApplicationError, DrfValidationError) as exc:
+            code, body, _headers = error_for(exc)
+            return {"status": code, "error": body["error"]}
+        return {"status": 201 if result.created else 200, "memory": represent_write(token=request.auth, result=result)}
+
+
+class MemoryDetailApi(APIView):
+    @property
+    def required_permission(self):
+        return Permission.MEMORY_READ if self.request.method == "GET" else Permission.MEMORY_WRITE
+
+    @extend_schema(responses=MemoryOutputSerializer)
+    def get(self, request, memory_id):
+        memory = memory_get(token=request.auth, memory_id=memory_id)
+        return Response(represent(token=request.auth, memories=[memory])[0])
+
+    @extend_schema(request=MemoryUpdateSerializer, responses=MemoryWriteOutputSerializer)
+    def patch(self, request, memory_id):
+        changes = _validated(MemoryUpdateSerializer, request.data)
+        if not changes:
+            raise ValidationError("Send at least one field to change.", fields={"non_field_errors": ["Empty."]})
+        result = memory_update(token=request.auth, memory_id=memory_id, changes=changes)
+        return Response(represent_write(token=request.auth, result=result))
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request, memory_id):
+        memory_delete(token=request.auth, memory_id=memory_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemorySupersedeApi(APIView):
+    required_permission = Permission.MEMORY_WRITE
+
+    class InputSerializer(StrictSerializer):
+        by = serializers.CharField()
+        partial = serializers.BooleanField(default=False)
+
+    @extend_schema(request=InputSerializer, responses=MemoryOutputSerializer)
+    def post(self, request, memory_id):
+        data = _validated(self.InputSerializer, request.data)
+        old = memory_supersede(token=request.auth, memory_id=memory_id, by_id=data["by"], partial=data["partial"])
+        return Response(represent(token=request.auth, memories=[old])[0])
+
+
+class MemoryPromoteApi(APIView):
+    required_permission = Permission.ADMIN
+
+    @extend_schema(request=None, responses=MemoryOutputSerializer)
+    def post(self, request, memory_id):
+        memory = memory_get(token=request.auth, memory_id=memory_id)
+        memory = memory_promote(tenant=request.auth.tenant, actor=actor_of(request.auth), memory=memory)
+        return Response(represent(token=request.auth, memories=[memory])[0])
+
+
+class SessionNoteApi(APIView):
+    required_permission = Permission.MEMORY_WRITE
+
+    class InputSerializer(StrictSerializer):
+        text = serializers.CharField(max_length=65_536, trim_whitespace=False)
+        title = serializers.CharField(max_length=512, required=False, allow_blank=True, default="")
+        user = identifier_field()
+        repository = identifier_field()
+
+    @extend_schema(
+        request=InputSerializer, responses={200: MemoryWriteOutputSerializer, 201: MemoryWriteOutputSerializer}
+    )
+    def put(self, request, session, name):
+        data = _validated(self.InputSerializer, request.data)
+        result = session_note_write(token=request.auth, session=session, name=name, **data)
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(represent_write(token=request.auth, result=result), status=code)
+
+
+class SearchApi(APIView):
+    required_permission = Permission.MEMORY_READ
+
+    class InputSerializer(StrictSerializer):
+        query = serializers.CharField(max_length=4000, trim_whitespace=False)
+        user = identifier_field()
+        repository = identifier_field()
+        session = identifier_field()
+        kinds = serializers.ListField(child=serializers.ChoiceField(choices=Kind.choices), required=False, default=list)
+        top = serializers.IntegerField(min_value=TOP_RANGE[0], max_value=TOP_RANGE[1], default=10)
+        budget_bytes = serializers.IntegerField(min_value=BUDGET_RANGE[0], max_value=BUDGET_RANGE[1], default=2048)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses=inline_serializer(
+            "SearchOutput",
+            {
+                "items": MemoryOutputSerializer(many=True),
+                "context": serializers.CharField(),
+                "degraded": serializers.BooleanField(),
+            },
+        ),
+    )
+    def post(self, request):
+        data = _validated(self.InputSerializer, request.data)
+        result = memory_search(token=request.auth, **data)
+        items = represent(
+            token=request.auth,
+            memories=[h.memory for h in result.hits],
+            scores={h.memory.id: h.score for h in result.hits},
+            markers={h.memory.id: h.markers for h in result.hits},
+        )
+        return Response({"items": items, "context": result.context, "degraded": result.degraded})
+
+
+class DecisionListApi(APIView):
+    """The decision index of a repository: every decision with its derived status."""
+
+    required_permission = Permission.MEMORY_READ
+
+    class FilterSerializer(serializers.Serializer):
+        repository = serializers.RegexField(IDENTIFIER_RE)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
         cursor = serializers.CharField(required=False)
 
     @extend_schema(parameters=[FilterSerializer], responses=MemoryOutputSerializer(many=True))
     def get(self, request):
-        filters = self.FilterSerializer(data=request.query_params)
-        filters.is_valid(raise_exception=True)
+        filters = _validated(self.FilterSerializer, request.query_params)
         paginator = ApiCursorPagination()
-        page = paginator.paginate_queryset(
-            memory_list(token=request.auth, filters=filters.validated_data), request, self
-        )
-        statuses = memory_statuses(token=request.auth, memories=page)
-        data = MemoryOutputSerializer(page, many=True, context={"statuses": statuses}).data
-        return paginator.get_paginated_response(data)
-
-
-class MemoryDetailApi(APIView):
-    required_permission = Permission.MEMORY_READ
-
-    @extend_schema(responses=MemoryOutputSerializer)
-    def get(self, request, memory_id):
-        memory = memory_get(token=request.auth, memory_id=memory_id)
-        statuses = memory_statuses(token=request.auth, memories=[memory])
-        return Response(MemoryOutputSerializer(memory, context={"statuses": statuses}).data)
+        decisions = decision_list(token=request.auth, repository=filters["repository"])
+        page = paginator.paginate_queryset(decisions, request, self)
+        return paginator.get_paginated_response(represent(token=request.auth, memories=page))

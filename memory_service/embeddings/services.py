@@ -1,0 +1,57 @@
+"""Storing vectors. Runs inside a tenant context (tasks and commands set it)."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
+from memory_service.memories.models import EmbeddingStatus, Memory, MemoryEmbedding
+from memory_service.retrieval.lexical import date_terms
+
+
+def embedding_document(memory: Memory) -> str:
+    """What the vector of a memory represents: title, text, tags and the memory's date."""
+    parts = [memory.title, memory.text, " ".join(memory.tags), date_terms(memory.occurred_at)]
+    return "\n".join(p for p in parts if p)
+
+
+def pending_memory_ids(*, tenant_id: str, limit: int, model: str | None = None) -> list[str]:
+    """Ids of the tenant's memories without a vector in ``model`` (the active backend's by default)."""
+    model = model or get_backend().model_id
+    return [
+        str(i)
+        for i in Memory.objects.filter(tenant_id=tenant_id)
+        .exclude(embeddings__model=model)
+        .exclude(embedding_status=EmbeddingStatus.FAILED, embedding_model=model)
+        .order_by("created_at")
+        .values_list("id", flat=True)[:limit]
+    ]
+
+
+def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None) -> int:
+    """Compute and store vectors for those of ``memory_ids`` that lack one; returns how many.
+
+    On an embedder failure the memories stay ``pending`` (the sweep retries) and 0 is returned.
+    """
+    backend = backend or get_backend()
+    memories = list(
+        Memory.objects.filter(tenant_id=tenant_id, id__in=memory_ids).exclude(embeddings__model=backend.model_id)
+    )
+    if not memories:
+        return 0
+    try:
+        vectors = backend.embed_passages([embedding_document(m) for m in memories])
+    except EmbeddingUnavailable:
+        return 0
+    now = timezone.now()
+    with transaction.atomic():
+        MemoryEmbedding.objects.bulk_create(
+            [
+                MemoryEmbedding(tenant_id=tenant_id, memory=m, model=backend.model_id, embedding=v, created_at=now)
+                for m, v in zip(memories, vectors, strict=True)
+            ],
+            ignore_conflicts=True,
+        )
+        Memory.objects.filter(tenant_id=tenant_id, id__in=[m.id for m in memories]).update(
+            embedding_status=EmbeddingStatus.READY, embedding_model=backend.model_id
+        )
+    return len(memories)

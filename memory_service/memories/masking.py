@@ -1,0 +1,95 @@
+"""Masking applied to memories: the tenant's policy, and every free-text field of a write."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from memory_service.exceptions import ApplicationError, ValidationError
+from memory_service.pii import MaskingPolicy, PiiTierUnavailable, get_masker
+from tenants.models import PiiMode, Tenant
+
+
+class PiiTierMissingError(ApplicationError):
+    """The tenant's policy needs a detection tier this process lacks: refuse, never ignore."""
+
+    code = "pii_tier_unavailable"
+    http_status = 503
+    default_message = "The tenant's PII policy needs a detection tier that is not installed; nothing was stored."
+
+
+def _current_pseudonym_key() -> tuple[str, bytes]:
+    """(version, key) of the first entry of PII_PSEUDONYM_KEYS ("2:new,1:old")."""
+    first = settings.PII_PSEUDONYM_KEYS.split(",")[0].strip()
+    version, _, key = first.partition(":")
+    if not key:
+        raise ApplicationError("PII_PSEUDONYM_KEYS is not configured; pseudonym masking is unavailable.")
+    return version, key.encode()
+
+
+def tenant_masking_policy(tenant: Tenant) -> MaskingPolicy:
+    """The tenant's masking policy, with the current pseudonym key when it uses pseudonyms."""
+    version, key = ("1", b"")
+    if tenant.pii_mode == PiiMode.PSEUDONYM:
+        version, key = _current_pseudonym_key()
+    return MaskingPolicy(
+        tenant_id=str(tenant.id),
+        mode=tenant.pii_mode,
+        entities=frozenset(tenant.pii_entities) if tenant.pii_entities else None,
+        require_ner=tenant.pii_require_ner,
+        pseudonym_key=key,
+        pseudonym_key_version=version,
+    )
+
+
+@dataclass
+class Masked:
+    """Masked values of the free-text fields given, and replacement counts per entity type."""
+
+    values: dict
+    counts: dict[str, int]
+
+
+def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
+    for entity, count in more.items():
+        total[entity] = total.get(entity, 0) + count
+
+
+def mask_fields(*, tenant: Tenant, fields: dict) -> Masked:
+    """Mask every free-text value in ``fields``: strings, lists of strings (tags) and the string
+    values of a flat or nested JSON object (metadata; keys are identifiers and stay).
+
+    Raises PiiTierMissingError when the tenant's policy needs a tier this process lacks.
+    """
+    masker = get_masker()
+    policy = tenant_masking_policy(tenant)
+    counts: dict[str, int] = {}
+
+    def mask(value):
+        if isinstance(value, str):
+            if not value:
+                return value
+            result = masker.mask(value, policy)
+            _add_counts(counts, result.counts)
+            return result.text
+        if isinstance(value, list):
+            return [mask(item) for item in value]
+        if isinstance(value, dict):
+            return {key: mask(item) for key, item in value.items()}
+        return value
+
+    try:
+        values = {name: mask(value) for name, value in fields.items()}
+    except PiiTierUnavailable as exc:
+        raise PiiTierMissingError() from exc
+    return Masked(values=values, counts=counts)
+
+
+def masker_version() -> str:
+    return get_masker().version
+
+
+def mask_query(*, tenant: Tenant, query: str) -> str:
+    """A search query masked with the tenant's policy (pseudonyms then match stored pseudonyms)."""
+    if not query.strip():
+        raise ValidationError("'query' must not be empty.", fields={"query": ["Required."]})
+    return mask_fields(tenant=tenant, fields={"query": query}).values["query"]

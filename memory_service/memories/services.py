@@ -1,0 +1,402 @@
+"""Every write to memories goes through these functions (DESIGN.md "Write path").
+
+validate → mask every free-text field → store → audit → commit → enqueue the embedding (ids only).
+The raw text lives only in the request's memory: what is stored, queued, logged or audited is
+masked or is an id.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchVector
+from django.db import IntegrityError, transaction
+from django.db.models import TextField, Value
+from django.utils import timezone
+
+from audit.models import Action
+from audit.services import audit_event_record, user_pseudonym
+from memory_service.exceptions import (
+    ConflictError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    ValidationError,
+)
+from memory_service.memories.masking import mask_fields, masker_version
+from memory_service.memories.models import (
+    ActivityLog,
+    Confidence,
+    EmbeddingStatus,
+    Kind,
+    Lifecycle,
+    Memory,
+    Priority,
+    Scope,
+    Supersession,
+)
+from memory_service.memories.selectors import check_repository_binding, check_user_binding, memory_get
+from memory_service.retrieval.lexical import lexical_document
+from tenants.identifiers import validate_identifier
+from tenants.models import ApiToken
+
+logger = logging.getLogger(__name__)
+
+# Limits (documented in the README and the OpenAPI schema).
+MAX_TEXT_BYTES = 16 * 1024  # after masking
+MAX_TITLE_CHARS = 512
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+MAX_METADATA_BYTES = 4 * 1024
+MAX_SOLVED_QUERY_CHARS = 2000
+MASKED_FIELDS = ("text", "title", "tags", "metadata", "solved_query")
+
+
+@dataclass
+class MemoryWriteResult:
+    """The stored memory; ``created`` is False for an idempotent repeat or an exact duplicate."""
+
+    memory: Memory
+    created: bool
+    pii: dict[str, int] = field(default_factory=dict)
+
+
+def actor_of(token: ApiToken) -> str:
+    """How a token appears in the audit: its id (prefix) and client name, never its secret."""
+    return f"token:{token.prefix}:{token.name}"
+
+
+def _tenant_hmac(token: ApiToken, purpose: str, payload: str) -> str:
+    key = hmac.new(settings.SECRET_KEY.encode(), f"{purpose}|{token.tenant_id}".encode(), hashlib.sha256).digest()
+    return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Where a memory lives and who wrote it."""
+
+    scope: str
+    user: str
+    repository: str
+    session: str
+    author: str
+
+    def key(self) -> str:
+        return f"{self.scope}|{self.user}|{self.repository}|{self.session}"
+
+
+def resolve_owner(*, token: ApiToken, scope: str, user: str = "", repository: str = "", session: str = "") -> Owner:
+    """The scope owner of a new memory, checked against the token's bindings.
+
+    user scope needs a user; repository scope a repository; session scope a session and its
+    owner (the user). A token bound to a user acts as that user; naming another is a 403.
+    """
+    check_user_binding(token=token, user=user)
+    check_repository_binding(token=token, repository=repository)
+    user = user or token.user
+    for name, value in (("user", user), ("repository", repository), ("session", session)):
+        if value:
+            validate_identifier(value, field=name)
+    required = {Scope.USER: "user", Scope.REPOSITORY: "repository", Scope.SESSION: "session"}[Scope(scope)]
+    if not {"user": user, "repository": repository, "session": session}[required]:
+        raise ValidationError(f"'{required}' is required for {scope} scope.", fields={required: ["Required."]})
+    if scope == Scope.SESSION and not user:
+        raise ValidationError("A session belongs to a user: 'user' is required.", fields={"user": ["Required."]})
+    if scope == Scope.USER:
+        return Owner(scope, user, "", "", user)
+    if scope == Scope.REPOSITORY:
+        return Owner(scope, "", repository, "", user)
+    return Owner(scope, user, repository, session, user)
+
+
+def _check_sizes(values: dict) -> None:
+    if len(values["text"].encode()) > MAX_TEXT_BYTES:
+        raise PayloadTooLargeError(
+            f"'text' exceeds {MAX_TEXT_BYTES} bytes after masking.",
+            fields={"text": [f"At most {MAX_TEXT_BYTES} bytes."]},
+        )
+    if len(json.dumps(values.get("metadata") or {}).encode()) > MAX_METADATA_BYTES:
+        raise PayloadTooLargeError(
+            f"'metadata' exceeds {MAX_METADATA_BYTES} bytes.",
+            fields={"metadata": [f"At most {MAX_METADATA_BYTES} bytes."]},
+        )
+
+
+def _search_vector(memory: Memory) -> SearchVector:
+    document = lexical_document(title=memory.title, text=memory.text, tags=memory.tags, occurred_at=memory.occurred_at)
+    return SearchVector(Value(document, output_field=TextField()), config="simple")
+
+
+def _enqueue_embedding(memory: Memory) -> None:
+    """After commit, queue the embedding (ids only). A broker outage leaves it pending for the sweep."""
+    from memory_service.embeddings.tasks import enqueue_embedding
+
+    tenant_id, memory_id = str(memory.tenant_id), str(memory.id)
+    transaction.on_commit(lambda: enqueue_embedding(tenant_id=tenant_id, memory_ids=[memory_id]))
+
+
+def _record_write(*, token: ApiToken, action: Action, memory: Memory, details: dict) -> None:
+    audit_event_record(
+        tenant=token.tenant,
+        actor=actor_of(token),
+        action=action,
+        resource_type="memory",
+        resource_ids=[memory.id],
+        details={"scope": memory.scope, "kind": memory.kind, "author": user_pseudonym(memory.author)} | details,
+    )
+
+
+def _link_supersessions(*, token: ApiToken, memory: Memory, supersedes: list[dict]) -> None:
+    for item in supersedes:
+        old = memory_get(token=token, memory_id=item["id"])
+        if old.id == memory.id:
+            raise ValidationError("A memory cannot supersede itself.", fields={"supersedes": ["Self reference."]})
+        Supersession.objects.get_or_create(
+            tenant=token.tenant, old=old, new=memory, defaults={"partial": bool(item.get("partial", False))}
+        )
+
+
+def memory_create(
+    *,
+    token: ApiToken,
+    text: str,
+    scope: str,
+    kind: str = Kind.NOTE,
+    user: str = "",
+    repository: str = "",
+    session: str = "",
+    priority: str = Priority.NORMAL,
+    title: str = "",
+    tags: list[str] | None = None,
+    metadata: dict | None = None,
+    solved_query: str = "",
+    external_id: str = "",
+    occurred_at=None,
+    valid_until=None,
+    lifecycle: str = Lifecycle.NONE,
+    supersedes: list[dict] | None = None,
+    name: str = "",
+) -> MemoryWriteResult:
+    """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
+    exact duplicate text in the same scope owner (the existing memory is returned).
+    """
+    if not token.has_permission("memory:write"):
+        raise PermissionDeniedError("The token lacks the 'memory:write' permission.")
+    if not text or not text.strip():
+        raise ValidationError("'text' must not be empty.", fields={"text": ["Required."]})
+    if lifecycle and kind != Kind.DECISION:
+        raise ValidationError("Only decisions have a lifecycle.", fields={"lifecycle": ["Decisions only."]})
+    owner = resolve_owner(token=token, scope=scope, user=user, repository=repository, session=session)
+    tags = tags or []
+    metadata = metadata or {}
+    raw_request = json.dumps(
+        [owner.key(), text, kind, priority, title, tags, metadata, solved_query, lifecycle, str(occurred_at)],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    dedup_key = _tenant_hmac(token, "dedup", f"{owner.key()}|{text}")
+    request_hash = _tenant_hmac(token, "request", raw_request)
+    masked = mask_fields(
+        tenant=token.tenant,
+        fields={"text": text, "title": title, "tags": tags, "metadata": metadata, "solved_query": solved_query},
+    )
+    del text, title, tags, metadata, solved_query  # from here on only masked values exist
+    values = masked.values
+    _check_sizes(values)
+
+    with transaction.atomic():
+        memories = Memory.objects.for_tenant(token.tenant)
+        if external_id:
+            existing = memories.filter(
+                scope=owner.scope, user=owner.user, repository=owner.repository, session=owner.session,
+                external_id=external_id,
+            ).first()  # fmt: skip
+            if existing is not None:
+                if existing.request_hash != request_hash:
+                    raise ConflictError(
+                        "A memory with this external_id exists with a different body.",
+                        fields={"external_id": ["Already used with a different body."]},
+                    )
+                return MemoryWriteResult(memory=existing, created=False, pii=masked.counts)
+        duplicate = memories.filter(dedup_key=dedup_key).first()
+        if duplicate is not None:
+            return MemoryWriteResult(memory=duplicate, created=False, pii=masked.counts)
+
+        now = timezone.now()
+        memory = Memory(
+            tenant=token.tenant,
+            scope=owner.scope,
+            user=owner.user,
+            repository=owner.repository,
+            session=owner.session,
+            author=owner.author,
+            name=name,
+            kind=kind,
+            priority=priority,
+            confidence=Confidence.RAW,
+            lifecycle=lifecycle,
+            title=values["title"],
+            text=values["text"],
+            tags=values["tags"],
+            metadata=values["metadata"],
+            solved_query=values["solved_query"],
+            external_id=external_id,
+            dedup_key=dedup_key,
+            request_hash=request_hash,
+            source_client=token.name,
+            masker_version=masker_version(),
+            occurred_at=occurred_at or now,
+            valid_until=valid_until,
+            expires_at=now + timedelta(hours=settings.SESSION_TTL_HOURS) if owner.scope == Scope.SESSION else None,
+            created_at=now,
+        )
+        memory.search_vector = _search_vector(memory)
+        try:
+            with transaction.atomic():
+                memory.save(force_insert=True)
+        except IntegrityError:
+            # A concurrent identical write won the race: return what it stored.
+            winner = memories.filter(dedup_key=dedup_key).first()
+            if winner is None:
+                raise
+            return MemoryWriteResult(memory=winner, created=False, pii=masked.counts)
+        memory.refresh_from_db(fields=["search_vector"])
+        _link_supersessions(token=token, memory=memory, supersedes=supersedes or [])
+        _record_write(
+            token=token,
+            action=Action.OFFLOAD,
+            memory=memory,
+            details={"bytes": len(memory.text.encode()), "pii": masked.counts},
+        )
+        ActivityLog.objects.create(
+            tenant=token.tenant,
+            operation=ActivityLog.Operation.WRITE,
+            client=token.name,
+            user=user_pseudonym(owner.author),
+            memory_ids=[memory.id],
+            solved_query=memory.solved_query,
+        )
+        _enqueue_embedding(memory)
+    return MemoryWriteResult(memory=memory, created=True, pii=masked.counts)
+
+
+EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", "priority", "lifecycle",
+                   "valid_until", "occurred_at"}  # fmt: skip
+
+
+def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteResult:
+    """Edit a memory the token can read: free text is re-masked and the memory re-embedded.
+
+    A change of text sends a validated memory back to ``raw``: only a human validates.
+    """
+    unknown = set(changes) - EDITABLE_FIELDS
+    if unknown:
+        raise ValidationError("These fields cannot be edited.", fields={name: ["Not editable."] for name in unknown})
+    with transaction.atomic():
+        visible = memory_get(token=token, memory_id=memory_id)
+        memory = Memory.objects.for_tenant(token.tenant).select_for_update().get(id=visible.id)
+        free_text = {name: changes[name] for name in MASKED_FIELDS if name in changes}
+        masked = mask_fields(tenant=token.tenant, fields=free_text)
+        for name, value in (changes | masked.values).items():
+            setattr(memory, name, value)
+        if memory.lifecycle and memory.kind != Kind.DECISION:
+            raise ValidationError("Only decisions have a lifecycle.", fields={"lifecycle": ["Decisions only."]})
+        if not memory.text.strip():
+            raise ValidationError("'text' must not be empty.", fields={"text": ["Required."]})
+        _check_sizes({"text": memory.text, "metadata": memory.metadata})
+        if "text" in changes:
+            owner_key = f"{memory.scope}|{memory.user}|{memory.repository}|{memory.session}"
+            memory.dedup_key = _tenant_hmac(token, "dedup", f"{owner_key}|{changes['text']}")
+            memory.confidence = Confidence.RAW
+        memory.masker_version = masker_version()
+        memory.embedding_status = EmbeddingStatus.PENDING
+        memory.search_vector = _search_vector(memory)
+        try:
+            with transaction.atomic():
+                memory.save()
+        except IntegrityError as exc:
+            raise ConflictError(
+                "Another memory in this scope already has this text.", fields={"text": ["Duplicate."]}
+            ) from exc
+        memory.refresh_from_db()
+        memory.embeddings.all().delete()
+        _record_write(
+            token=token, action=Action.UPDATE, memory=memory, details={"fields": sorted(changes), "pii": masked.counts}
+        )
+        _enqueue_embedding(memory)
+    return MemoryWriteResult(memory=memory, created=False, pii=masked.counts)
+
+
+def memory_delete(*, token: ApiToken, memory_id) -> None:
+    """Delete a memory the token can read, with its vectors and supersession links."""
+    with transaction.atomic():
+        memory = memory_get(token=token, memory_id=memory_id)
+        _record_write(token=token, action=Action.DELETE, memory=memory, details={})
+        memory.delete()
+
+
+def memory_supersede(*, token: ApiToken, memory_id, by_id, partial: bool = False) -> Memory:
+    """Record that ``by_id`` replaces ``memory_id`` (wholly, or in part). Both must be readable."""
+    with transaction.atomic():
+        old = memory_get(token=token, memory_id=memory_id)
+        new = memory_get(token=token, memory_id=by_id)
+        if old.id == new.id:
+            raise ValidationError("A memory cannot supersede itself.", fields={"by": ["Same memory."]})
+        link, created = Supersession.objects.get_or_create(
+            tenant=token.tenant, old=old, new=new, defaults={"partial": partial}
+        )
+        if not created and link.partial != partial:
+            link.partial = partial
+            link.save(update_fields=["partial"])
+        audit_event_record(
+            tenant=token.tenant,
+            actor=actor_of(token),
+            action=Action.SUPERSEDE,
+            resource_type="memory",
+            resource_ids=[old.id, new.id],
+            details={"partial": partial},
+        )
+    return old
+
+
+def memory_promote(*, tenant, actor: str, memory: Memory) -> Memory:
+    """raw → validated: a human vouches for the memory (admin token or admin review queue)."""
+    with transaction.atomic():
+        updated = (
+            Memory.objects.for_tenant(tenant)
+            .filter(id=memory.id, confidence=Confidence.RAW)
+            .update(confidence=Confidence.VALIDATED, updated_at=timezone.now())
+        )
+        if updated:
+            audit_event_record(
+                tenant=tenant, actor=actor, action=Action.PROMOTE, resource_type="memory", resource_ids=[memory.id]
+            )
+        memory.refresh_from_db()
+    return memory
+
+
+def session_note_write(
+    *, token: ApiToken, session: str, name: str, text: str, user: str = "", repository: str = "", title: str = ""
+) -> MemoryWriteResult:
+    """Write or overwrite the session note ``name`` (plan, todo…) of ``session``."""
+    validate_identifier(name, field="name")
+    owner = resolve_owner(token=token, scope=Scope.SESSION, user=user, repository=repository, session=session)
+    with transaction.atomic():
+        existing = (
+            Memory.objects.for_tenant(token.tenant)
+            .filter(scope=Scope.SESSION, user=owner.user, session=owner.session, name=name)
+            .first()
+        )
+        if existing is None:
+            return memory_create(
+                token=token, text=text, scope=Scope.SESSION, user=owner.user, repository=owner.repository,
+                session=owner.session, title=title, name=name,
+            )  # fmt: skip
+        result = memory_update(token=token, memory_id=existing.id, changes={"text": text, "title": title})
+        Memory.objects.for_tenant(token.tenant).filter(id=existing.id).update(
+            expires_at=timezone.now() + timedelta(hours=settings.SESSION_TTL_HOURS)
+        )
+        return result

@@ -1,0 +1,54 @@
+"""Full-text documents and queries that match Japanese without a morphological analyser.
+
+Runs of CJK characters (kanji, kana, CJK punctuation excluded) are indexed as overlapping
+character bigrams — "接続エラー" → "接続 続エ エラ ラー" — so any two-character fragment of a
+query finds them (seed 004). Other text is lower-cased words, as PostgreSQL's ``simple``
+configuration sees them. The memory's date is part of the document, so "March 2024" or
+"2024-03" can find it.
+"""
+
+import re
+import unicodedata
+from datetime import datetime
+
+_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u30fc]+")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def lexical_terms(text: str) -> list[str]:
+    """The terms of ``text``: CJK bigrams plus lower-cased words, in order."""
+    text = unicodedata.normalize("NFKC", text)
+    terms: list[str] = []
+    position = 0
+    for match in _CJK_RUN.finditer(text):
+        terms += [w.lower() for w in _WORD.findall(text[position : match.start()])]
+        terms += _bigrams(match.group())
+        position = match.end()
+    terms += [w.lower() for w in _WORD.findall(text[position:])]
+    return terms
+
+
+def date_terms(when: datetime) -> str:
+    """'2024-03-05 2024-03 2024 march' — the forms people use to ask about a date."""
+    return f"{when:%Y-%m-%d} {when:%Y-%m} {when:%Y} {when:%B}".lower()
+
+
+def lexical_document(*, title: str, text: str, tags: list[str], occurred_at: datetime) -> str:
+    """The text indexed by ``to_tsvector('simple', …)`` for one memory."""
+    parts = [title, text, " ".join(tags), date_terms(occurred_at)]
+    return " ".join(lexical_terms(" ".join(p for p in parts if p)))
+
+
+def lexical_query(query: str) -> str:
+    """A ``to_tsquery('simple', …)`` string that matches any term of the query (ranked by overlap).
+
+    Terms are quoted so that no character of the query is ever read as tsquery syntax.
+    """
+    terms = list(dict.fromkeys(lexical_terms(query)))
+    return " | ".join("'" + term.replace("'", "''").replace("\\", "") + "'" for term in terms)

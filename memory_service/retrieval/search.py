@@ -1,0 +1,298 @@
+"""Hybrid retrieval (DESIGN.md "Retrieval contract").
+
+1. Candidates: vector k-NN in the active model's space (exact scan for small candidate sets,
+   HNSW with iterative scan for large ones) above the model's similarity floor, and full-text
+   matches (CJK bigrams), ~50 each, within the scopes searched.
+2. Fusion: a convex combination of min-max-normalised dense similarity and max-normalised
+   lexical rank. The lexical term counts only when the dense top results share the query's
+   script, so lexical scores cannot bury cross-lingual matches. Weights: ``FusionWeights``.
+3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
+4. Order: pinned high-priority first, then fused score.
+5. Status annotations (one rule, ``memories.status``), 6. the context block within budget,
+7. the activity log and the ``retrieve`` audit event.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db import connection
+from django.db.models import F, Q, QuerySet
+from django.db.models.functions import Cast
+from django.utils import timezone
+from pgvector.django import CosineDistance, VectorField
+
+from audit.models import Action
+from audit.services import audit_event_record, user_pseudonym
+from memory_service.embeddings.backends import EmbeddingBackend, EmbeddingUnavailable, get_backend
+from memory_service.exceptions import ValidationError
+from memory_service.memories.masking import mask_query
+from memory_service.memories.models import ActivityLog, Kind, Memory, MemoryEmbedding, Priority, Scope
+from memory_service.memories.selectors import (
+    check_repository_binding,
+    check_user_binding,
+    memory_statuses,
+    memory_visibility,
+)
+from memory_service.memories.services import actor_of
+from memory_service.memories.status import DerivedStatus
+from memory_service.retrieval.context import ContextItem, render_context
+from memory_service.retrieval.lexical import lexical_query
+from tenants.identifiers import validate_identifier
+from tenants.models import ApiToken
+
+CANDIDATES = 50
+RECENT_COUNT = 3
+RECENT_KINDS = (Kind.LESSON, Kind.CONCLUSION)
+# Below this many candidate rows an exact scan is both exact and faster than filtered HNSW.
+EXACT_SCAN_MAX_ROWS = 20_000
+TOP_RANGE = (1, 50)
+BUDGET_RANGE = (256, 65_536)
+
+
+@dataclass(frozen=True)
+class FusionWeights:
+    dense: float = 0.7
+    lexical: float = 0.3
+
+
+WEIGHTS = FusionWeights()
+
+
+@dataclass
+class Hit:
+    memory: Memory
+    score: float = 0.0
+    similarity: float | None = None
+    lexical: float | None = None
+    markers: list[str] = field(default_factory=list)
+    status: DerivedStatus | None = None
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    context: str
+    degraded: bool
+    masked_query: str
+
+
+def _script(text: str) -> str:
+    """'cjk' if the text has CJK characters, else 'latin' — language by script."""
+    for char in text:
+        if "\u3040" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff" or "\uff66" <= char <= "\uff9f":
+            return "cjk"
+    return "latin"
+
+
+def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -> Q:
+    """Memories of user U, repository R and session S that the token may read, still unexpired."""
+    parts = Q(pk__in=[])
+    if user:
+        parts |= Q(scope=Scope.USER, user=user)
+    if repository:
+        parts |= Q(scope=Scope.REPOSITORY, repository=repository)
+    if session:
+        parts |= Q(scope=Scope.SESSION, session=session)
+    not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    return parts & not_expired & memory_visibility(token=token)
+
+
+def _dense_candidates(*, scoped: QuerySet, token: ApiToken, vector, backend: EmbeddingBackend) -> dict:
+    """memory id → cosine similarity of the nearest candidates above the model's floor."""
+    # Cast to the model's dimension: this is the expression its partial HNSW index is built on.
+    distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
+    rows = MemoryEmbedding.objects.for_tenant(token.tenant).filter(model=backend.model_id, memory__in=scoped)
+    if scoped.count() <= EXACT_SCAN_MAX_ROWS:
+        ordered = rows.annotate(distance=distance).order_by(F("distance") + 0)  # +0: the exact scan
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute("SET LOCAL hnsw.ef_search = 100")
+        ordered = rows.annotate(distance=distance).order_by("distance")
+    floor = backend.similarity_floor
+    found = {}
+    for memory_id, dist in ordered.values_list("memory_id", "distance")[:CANDIDATES]:
+        similarity = 1.0 - float(dist)
+        if similarity >= floor:
+            found[memory_id] = similarity
+    return found
+
+
+def _lexical_candidates(*, scoped: QuerySet, masked_query: str) -> dict:
+    """memory id → full-text rank of the best lexical matches."""
+    raw = lexical_query(masked_query)
+    if not raw:
+        return {}
+    query = SearchQuery(raw, search_type="raw", config="simple")
+    rows = (
+        scoped.filter(search_vector=query)
+        .annotate(rank=SearchRank(F("search_vector"), query, cover_density=True, normalization=1))
+        .order_by("-rank")
+        .values_list("id", "rank")[:CANDIDATES]
+    )
+    return {memory_id: float(rank) for memory_id, rank in rows}
+
+
+def fuse(*, dense: dict, lexical: dict, use_lexical: bool, weights: FusionWeights = WEIGHTS) -> dict:
+    """memory id → fused score in [0, 1]: convex combination of normalised dense and lexical scores."""
+    scores: dict = {}
+    if dense:
+        low, high = min(dense.values()), max(dense.values())
+        for memory_id, similarity in dense.items():
+            scores[memory_id] = weights.dense * ((similarity - low) / (high - low) if high > low else 1.0)
+    if lexical and (use_lexical or not dense):
+        top = max(lexical.values()) or 1.0
+        lexical_weight = weights.lexical if dense else 1.0
+        for memory_id, rank in lexical.items():
+            scores[memory_id] = scores.get(memory_id, 0.0) + lexical_weight * rank / top
+    return scores
+
+
+def is_pinned(memory: Memory) -> bool:
+    """High priority pins, except an unvalidated one in repository scope (it would pin into a whole
+    team's context on one agent's word)."""
+    if memory.priority != Priority.HIGH:
+        return False
+    return memory.scope != Scope.REPOSITORY or memory.confidence == "validated"
+
+
+def _validate(*, query: str, top: int, budget_bytes: int, user: str, repository: str, session: str) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("'query' must not be empty.", fields={"query": ["Required."]})
+    if not TOP_RANGE[0] <= top <= TOP_RANGE[1]:
+        raise ValidationError("'top' must be from 1 to 50.", fields={"top": ["1-50."]})
+    if not BUDGET_RANGE[0] <= budget_bytes <= BUDGET_RANGE[1]:
+        raise ValidationError("'budget_bytes' must be from 256 to 65536.", fields={"budget_bytes": ["256-65536."]})
+    if not (user or repository or session):
+        raise ValidationError(
+            "Name at least one of 'user', 'repository' or 'session' to search in.",
+            fields={"user": ["One of user, repository, session is required."]},
+        )
+    for name, value in (("user", user), ("repository", repository), ("session", session)):
+        if value:
+            validate_identifier(value, field=name)
+
+
+def memory_search(
+    *,
+    token: ApiToken,
+    query: str,
+    user: str = "",
+    repository: str = "",
+    session: str = "",
+    kinds: list[str] | None = None,
+    top: int = 10,
+    budget_bytes: int = 2048,
+) -> SearchResult:
+    """The memories that matter for ``query`` in (user, repository, session), annotated and fenced."""
+    started = time.perf_counter()
+    check_user_binding(token=token, user=user)
+    check_repository_binding(token=token, repository=repository)
+    user = user or token.user
+    _validate(query=query, top=top, budget_bytes=budget_bytes, user=user, repository=repository, session=session)
+    masked = mask_query(tenant=token.tenant, query=query)
+
+    scoped = Memory.objects.for_tenant(token.tenant).filter(
+        scope_filter(token=token, user=user, repository=repository, session=session)
+    )
+    if kinds:
+        scoped = scoped.filter(kind__in=kinds)
+
+    degraded = False
+    dense: dict = {}
+    try:
+        backend = get_backend()
+        vector = backend.embed_query(masked)
+        dense = _dense_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
+    except EmbeddingUnavailable:
+        degraded = True
+    lexical = _lexical_candidates(scoped=scoped, masked_query=masked)
+
+    memories = {m.id: m for m in scoped.filter(id__in=set(dense) | set(lexical))}
+    top_dense = sorted(dense, key=dense.get, reverse=True)[:10]
+    same_script = all(_script(memories[i].text) == _script(masked) for i in top_dense if i in memories)
+    scores = fuse(dense=dense, lexical=lexical, use_lexical=same_script)
+
+    hits = [
+        Hit(memory=memories[i], score=s, similarity=dense.get(i), lexical=lexical.get(i))
+        for i, s in scores.items()
+        if i in memories
+    ]
+    hits.sort(key=lambda h: (not is_pinned(h.memory), -h.score, -h.memory.created_at.timestamp()))
+    hits = hits[:top]
+    hits += _recent_hits(scoped=scoped, exclude={h.memory.id for h in hits})
+    for hit in hits:
+        if hit.memory.priority == Priority.HIGH:
+            hit.markers.append("HIGH")
+            if not is_pinned(hit.memory):
+                hit.markers.append("unreviewed")
+    statuses = memory_statuses(token=token, memories=[h.memory for h in hits])
+    for hit in hits:
+        hit.status = statuses[hit.memory.id]
+
+    context, _included = render_context([_context_item(h) for h in hits], budget_bytes)
+    latency_ms = (time.perf_counter() - started) * 1000
+    _record(token=token, masked=masked, hits=hits, user=user, repository=repository, session=session,
+            kinds=kinds, dense=dense, degraded=degraded, latency_ms=latency_ms)  # fmt: skip
+    return SearchResult(hits=hits, context=context, degraded=degraded, masked_query=masked)
+
+
+def _recent_hits(*, scoped: QuerySet, exclude: set) -> list[Hit]:
+    """The newest lessons and conclusions in scope that are still valid, tagged RECENT."""
+    now = timezone.now()
+    recent = (
+        scoped.filter(kind__in=RECENT_KINDS)
+        .filter(Q(valid_until__isnull=True) | Q(valid_until__gt=now))
+        .order_by("-occurred_at", "-created_at")[:RECENT_COUNT]
+    )
+    hits = []
+    for memory in recent:
+        if memory.id not in exclude:
+            hits.append(Hit(memory=memory, markers=["RECENT"]))
+    return hits
+
+
+def _context_item(hit: Hit) -> ContextItem:
+    memory = hit.memory
+    return ContextItem(
+        id=str(memory.id),
+        kind=memory.kind,
+        scope=memory.scope,
+        date=f"{memory.occurred_at:%Y-%m-%d}",
+        markers=tuple(hit.markers),
+        status=hit.status.status,
+        annotation=hit.status.annotation,
+        title=memory.title,
+        text=memory.text,
+    )
+
+
+def _record(*, token, masked, hits, user, repository, session, kinds, dense, degraded, latency_ms) -> None:
+    best_distance: dict[str, float] = {}
+    for hit in hits:
+        if hit.similarity is not None:
+            distance = round(1.0 - hit.similarity, 4)
+            best_distance[hit.memory.kind] = min(best_distance.get(hit.memory.kind, 2.0), distance)
+    ids = [h.memory.id for h in hits]
+    ActivityLog.objects.create(
+        tenant=token.tenant,
+        operation=ActivityLog.Operation.SEARCH,
+        client=token.name,
+        user=user_pseudonym(user),
+        query=masked,
+        filters={"repository": repository, "session": session, "kinds": kinds or [], "user": user_pseudonym(user)},
+        hit_count=len(hits),
+        best_distance=best_distance,
+        latency_ms=round(latency_ms, 2),
+        degraded=degraded,
+        memory_ids=ids,
+    )
+    audit_event_record(
+        tenant=token.tenant,
+        actor=actor_of(token),
+        action=Action.RETRIEVE,
+        resource_type="memory",
+        resource_ids=ids,
+        details={"count": len(ids), "degraded": degraded, "query_chars": len(masked)},
+    )
