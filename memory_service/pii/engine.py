@@ -1,9 +1,10 @@
 """The masker: Presidio's analyzer, built explicitly and once, and our own replacement step.
 
 Detection
-    ``AnalyzerEngine`` over a ``SpacyNlpEngine`` whose pipelines we build: blank tokenizers
-    (``spacy.blank("en")``, and the multilingual ``spacy.blank("xx")`` for Japanese, so nothing
-    depends on a morphological analyser), or an installed NER model per language. Nothing is ever
+    ``AnalyzerEngine`` over a ``SpacyNlpEngine`` whose pipelines we build: blank pipelines with a
+    whitespace tokenizer (``spacy.blank("en")``, and the multilingual ``spacy.blank("xx")`` for
+    Japanese, so nothing depends on a morphological analyser), or an installed NER model per
+    language. Nothing is ever
     downloaded. The registry holds only the recognizers of ``recognizers.py``, never Presidio's
     default set (it masks ports, UUIDs and versions). Scores come from validation (checksums,
     suffix lists), not context words: blank pipelines have no lemmas, so context enhancement is off.
@@ -40,6 +41,7 @@ from presidio_analyzer.context_aware_enhancers import ContextAwareEnhancer
 from presidio_analyzer.nlp_engine import NerModelConfiguration, NlpArtifacts, SpacyNlpEngine
 from presidio_analyzer.predefined_recognizers import SpacyRecognizer
 from spacy.language import Language
+from spacy.tokenizer import Tokenizer
 from spacy.tokens import Span
 
 from memory_service.pii.allowlist import harmless_spans, label_spans
@@ -189,6 +191,18 @@ class _NoContextEnhancer(ContextAwareEnhancer):
         return raw_results
 
 
+def _blank_pipeline(language: str) -> Language:
+    """A blank pipeline that splits on whitespace only.
+
+    The regex tier needs no tokens (context enhancement is off), and spaCy's rule-based tokenizer
+    takes seconds on a long run without spaces (``a:a:a:…``); a whitespace split is linear.
+    Japanese uses the multilingual ``xx`` language: ``spacy.blank("ja")`` needs SudachiPy.
+    """
+    nlp = spacy.blank("xx" if language == "ja" else language)
+    nlp.tokenizer = Tokenizer(nlp.vocab)
+    return nlp
+
+
 def installed_ner_pipelines() -> dict[str, Language]:
     """The NER pipeline per language from installed spaCy packages (``NER_MODELS``); may be empty."""
     pipelines = {}
@@ -219,7 +233,7 @@ class Masker:
         unknown = set(ner_pipelines) - set(LANGUAGES)
         if unknown:
             raise ValueError(f"Unsupported NER languages: {sorted(unknown)}")
-        pipelines: dict[str, Language] = {"en": spacy.blank("en"), "ja": spacy.blank("xx")} | ner_pipelines
+        pipelines = {language: _blank_pipeline(language) for language in LANGUAGES} | ner_pipelines
 
         recognizers = []
         for language in LANGUAGES:
@@ -288,12 +302,11 @@ class Masker:
         found: list[Detection] = []
         view, segments = text, [(0, len(text), 0)]
         for _ in range(MAX_PASSES):
-            new = [
-                Detection(detection.entity, start, end, detection.value)
-                for detection in self._detect_once(view, policy)
-                if (start_end := _to_original(detection.start, detection.end, segments)) is not None
-                for start, end in [start_end]
-            ]
+            new = []
+            for detection in self._detect_once(view, policy):
+                original = _to_original(detection.start, detection.end, segments)
+                if original is not None:
+                    new.append(Detection(detection.entity, *original, detection.value))
             if not new:
                 break
             found = sorted(found + new, key=lambda detection: detection.start)

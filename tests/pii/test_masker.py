@@ -171,6 +171,15 @@ def test_it_is_idempotent(masker, mode):
     assert twice == MaskResult(text=once.text, counts={})
 
 
+def test_it_masks_pii_uncovered_by_another_replacement_in_the_same_call(masker, policy):
+    text = "〒100-0005DE89370400440532013000"
+
+    result = masker.mask(text, policy)
+
+    assert result == MaskResult(text="〒<JP_POSTAL_CODE><IBAN_CODE>", counts={"JP_POSTAL_CODE": 1, "IBAN_CODE": 1})
+    assert masker.mask(result.text, policy).counts == {}
+
+
 def test_it_leaves_existing_labels_stable(masker, policy):
     text = "<EMAIL_ADDRESS> called <PHONE_NUMBER_090123456789> about <SECRET>; token: <SECRET>"
 
