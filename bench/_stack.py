@@ -1,0 +1,65 @@
+"""A private embedded stack for benchmarks: own PostgreSQL data dir and port, own Redis database.
+
+with bench_stack("quality", pg_port=54331, redis_db=6):
+    ...  # Django is set up, migrated, on a fresh database; the app role under RLS is `default`
+"""
+
+import os
+from contextlib import contextmanager
+
+from memory_service import devstack
+
+
+@contextmanager
+def bench_stack(name: str, *, pg_port: int, redis_db: int):
+    profile = devstack.Profile(
+        name=name,
+        pg_port=pg_port,
+        redis_url=f"redis://127.0.0.1:6379/{redis_db}",
+        valkey_port=pg_port + 10000,
+        env_file=devstack.DATA_DIR / name / "env",
+    )
+    log_dir = profile.dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    step = devstack.Steps(3)
+    values = devstack.load_secrets(profile)
+    database_url, admin_url, started = devstack.ensure_postgres(profile, values, step)
+    redis_url, valkey = devstack.ensure_redis(profile, step, log_dir)
+    try:
+        step("Recreating the benchmark database")
+        _recreate_database(profile, values)
+        settings = devstack.common_settings(values, database_url, admin_url, redis_url)
+        devstack.write_env_file(profile.env_file, settings | {"STORAGE_DIR": str(profile.dir / "storage")})
+        os.environ["ENV_FILE"] = str(profile.env_file)
+        os.environ["DJANGO_SETTINGS_MODULE"] = "memory_service.settings.base"
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", interactive=False, verbosity=0)
+        yield profile
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if valkey is not None:
+            valkey.terminate()
+        if started:
+            devstack.pg_stop(profile)
+
+
+def _recreate_database(profile, values) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(
+        host="127.0.0.1", port=profile.pg_port, user="postgres", password=values["superuser_password"],
+        dbname="postgres", autocommit=True,
+    ) as conn:  # fmt: skip
+        name = sql.Identifier(devstack.DATABASE_NAME)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(name, sql.Identifier(devstack.OWNER_ROLE)))
+
+
+__all__ = ["bench_stack"]
