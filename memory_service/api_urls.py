@@ -5,4 +5,5 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("tenants.api.urls")),
     path("", include("memory_service.memories.api.urls")),
+    path("", include("memory_service.session_context.api.urls")),
 ]

@@ -119,3 +119,47 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def live_server_url(django_db_setup, django_db_blocker):
+    """The whole ASGI application (REST, MCP, admin) served by uvicorn on a free loopback port,
+    against the test database. Tests that use it write committed data (transaction=True)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with django_db_blocker.unblock():
+        env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
+    env["DJANGO_SETTINGS_MODULE"] = "memory_service.settings.base"
+    env["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
+    log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "web.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1",
+             "--port", str(port), "--no-access-log"],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=1)  # noqa: S310
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the test web server did not start; see {log_path}") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -40,7 +40,7 @@ from memory_service.memories.models import (
 )
 from memory_service.memories.selectors import check_repository_binding, check_user_binding, memory_get
 from memory_service.retrieval.lexical import lexical_document
-from tenants.identifiers import validate_identifier
+from tenants.identifiers import IDENTIFIER_RE, validate_identifier
 from tenants.models import ApiToken
 
 logger = logging.getLogger(__name__)
@@ -110,6 +110,50 @@ def resolve_owner(*, token: ApiToken, scope: str, user: str = "", repository: st
     if scope == Scope.REPOSITORY:
         return Owner(scope, "", repository, "", user)
     return Owner(scope, user, repository, session, user)
+
+
+def _check_choice(value: str, choices, field: str) -> None:
+    if value not in choices.values:
+        raise ValidationError(
+            f"'{field}' must be one of: {', '.join(v for v in choices.values if v)}.",
+            fields={field: ["Not a valid choice."]},
+        )
+
+
+def validate_fields(
+    *, kind=None, scope=None, priority=None, lifecycle=None, title=None, tags=None, metadata=None, solved_query=None
+) -> None:
+    """Enums and limits of a memory's fields, for every interface (REST, MCP, commands).
+
+    Messages name the field and never repeat the submitted value.
+    """
+    enums = {"kind": (kind, Kind), "scope": (scope, Scope), "priority": (priority, Priority)}
+    enums["lifecycle"] = (lifecycle, Lifecycle)
+    for name, (value, choices) in enums.items():
+        if value is not None:
+            _check_choice(value, choices, name)
+    if title is not None and len(title) > MAX_TITLE_CHARS:
+        raise ValidationError(f"'title' exceeds {MAX_TITLE_CHARS} characters.", fields={"title": ["Too long."]})
+    if solved_query is not None and len(solved_query) > MAX_SOLVED_QUERY_CHARS:
+        raise ValidationError(
+            f"'solved_query' exceeds {MAX_SOLVED_QUERY_CHARS} characters.", fields={"solved_query": ["Too long."]}
+        )
+    if tags is not None and (
+        not isinstance(tags, list)
+        or len(tags) > MAX_TAGS
+        or any(not isinstance(t, str) or len(t) > MAX_TAG_CHARS for t in tags)
+    ):
+        raise ValidationError(
+            f"'tags' takes at most {MAX_TAGS} strings of at most {MAX_TAG_CHARS} characters.",
+            fields={"tags": ["Too many or too long."]},
+        )
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise ValidationError("'metadata' must be a JSON object.", fields={"metadata": ["Expected an object."]})
+        if any(not IDENTIFIER_RE.match(str(key)) for key in metadata):
+            raise ValidationError(
+                "'metadata' keys must match [A-Za-z0-9._:-]{1,128}.", fields={"metadata": ["Invalid key."]}
+            )
 
 
 def _check_sizes(values: dict) -> None:
@@ -187,6 +231,10 @@ def memory_create(
         raise PermissionDeniedError("The token lacks the 'memory:write' permission.")
     if not text or not text.strip():
         raise ValidationError("'text' must not be empty.", fields={"text": ["Required."]})
+    validate_fields(
+        kind=kind, scope=scope, priority=priority, lifecycle=lifecycle, title=title, tags=tags or [],
+        metadata=metadata or {}, solved_query=solved_query,
+    )  # fmt: skip
     if lifecycle and kind != Kind.DECISION:
         raise ValidationError("Only decisions have a lifecycle.", fields={"lifecycle": ["Decisions only."]})
     owner = resolve_owner(token=token, scope=scope, user=user, repository=repository, session=session)
@@ -295,6 +343,8 @@ def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteRe
     unknown = set(changes) - EDITABLE_FIELDS
     if unknown:
         raise ValidationError("These fields cannot be edited.", fields={name: ["Not editable."] for name in unknown})
+    validate_fields(**{k: v for k, v in changes.items() if k in ("kind", "priority", "lifecycle", "title", "tags",
+                                                                 "metadata", "solved_query")})  # fmt: skip
     with transaction.atomic():
         visible = memory_get(token=token, memory_id=memory_id)
         memory = Memory.objects.for_tenant(token.tenant).select_for_update().get(id=visible.id)

@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "memory_service.middleware.RequestLogMiddleware",
     "memory_service.middleware.RequestSizeLimitMiddleware",
+    "memory_service.middleware.RateLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -216,6 +217,17 @@ AUDIT_HMAC_KEY = env.str("AUDIT_HMAC_KEY")
 
 # PII masking. Pseudonym keys are versioned: "2:newkey,1:oldkey"; the first is current.
 PII_PSEUDONYM_KEYS = env.str("PII_PSEUDONYM_KEYS", default="")
+
+# Requests per token per minute, REST and MCP together (0 disables).
+RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
+
+# The URL clients reach the service at (MCP's protected-resource metadata names it).
+PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
+# Browser origins allowed to call the MCP endpoint (the MCP specification asks servers to check
+# Origin against DNS rebinding). Clients that send no Origin (CLIs, IDEs) are not affected.
+MCP_ALLOWED_ORIGINS = env.list(
+    "MCP_ALLOWED_ORIGINS", default=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+)
 
 # Session memories expire this long after their last write.
 SESSION_TTL_HOURS = env.int("SESSION_TTL_HOURS", default=24)

@@ -1,0 +1,26 @@
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.views import APIView
+
+from memory_service.session_context.selectors import session_context_render
+from tenants.identifiers import IDENTIFIER_RE
+from tenants.models import Permission
+
+
+class SessionContextApi(APIView):
+    """The session-context digest as markdown (what a SessionStart hook injects)."""
+
+    required_permission = Permission.MEMORY_READ
+
+    class FilterSerializer(serializers.Serializer):
+        user = serializers.RegexField(IDENTIFIER_RE, required=False, default="")
+        repository = serializers.RegexField(IDENTIFIER_RE, required=False, default="")
+        session = serializers.RegexField(IDENTIFIER_RE, required=False, default="")
+
+    @extend_schema(parameters=[FilterSerializer], responses={(200, "text/markdown"): OpenApiResponse(str)})
+    def get(self, request):
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        markdown = session_context_render(token=request.auth, **filters.validated_data)
+        return HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
