@@ -11,9 +11,11 @@ from mcp.client.streamable_http import streamable_http_client
 async def mcp_client(url: str, token: str | None):
     """The SDK's own client over streamable HTTP, with a bearer token."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client
 
 
 def call(url: str, token: str, tool: str, arguments: dict):
