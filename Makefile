@@ -12,14 +12,16 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP_BASE): requirements/base.txt requirements/embedded.txt | $(PY)
+$(STAMP_BASE): requirements/base.txt requirements/embedded.txt pyproject.toml | $(PY)
 	@echo "==> Installing the pinned requirements (requirements/embedded.txt)"
 	$(PY) -m pip install --quiet --progress-bar off -r requirements/embedded.txt
+	$(PY) -m pip install --quiet --progress-bar off --no-deps -e .
 	@touch $@
 
-$(STAMP_DEV): requirements/dev.txt requirements/embedded.txt requirements/base.txt | $(PY)
+$(STAMP_DEV): requirements/dev.txt requirements/embedded.txt requirements/base.txt pyproject.toml | $(PY)
 	@echo "==> Installing the pinned test requirements (requirements/dev.txt)"
 	$(PY) -m pip install --quiet --progress-bar off -r requirements/dev.txt
+	$(PY) -m pip install --quiet --progress-bar off --no-deps -e .
 	@touch $@ $(STAMP_BASE)
 
 run: $(STAMP_BASE)
