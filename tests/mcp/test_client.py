@@ -23,8 +23,9 @@ def token():
 
 
 def cli(live_server_url, token, *args, stdin=None, env=None):
-    environment = os.environ | {"MEMORY_SERVICE_URL": live_server_url, "MEMORY_SERVICE_TOKEN": token,
-                                "MEMORY_SERVICE_REPOSITORY": "r1", "MEMORY_SERVICE_USER": "u1"} | (env or {})  # fmt: skip
+    settings = {"MEMORY_SERVICE_URL": live_server_url, "MEMORY_SERVICE_TOKEN": token}
+    settings |= {"MEMORY_SERVICE_REPOSITORY": "r1", "MEMORY_SERVICE_USER": "u1"}
+    environment = os.environ | settings | (env or {})
     if "MEMORY_SERVICE_LLM_URL" not in (env or {}):
         environment.pop("MEMORY_SERVICE_LLM_URL", None)
     return subprocess.run(
