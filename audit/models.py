@@ -1,8 +1,9 @@
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
-from tenants.models import Tenant, TenantQuerySet
+from tenants.models import TenantQuerySet
 
 
 class Action(models.TextChoices):
@@ -28,15 +29,21 @@ class Action(models.TextChoices):
     TOKEN_REVOKED = "token_revoked"
 
 
+class AuditEventQuerySet(TenantQuerySet):
+    def for_tenant(self, tenant) -> "AuditEventQuerySet":
+        return self.filter(tenant_id=tenant.id)
+
+
 class AuditEvent(models.Model):
     """One audited action. Append-only; each tenant's events form an HMAC chain by ``seq``.
 
     Never holds memory text, queries or PII: ids, sizes and counts only; user ids only as keyed
-    pseudonyms.
+    pseudonyms. ``tenant_id`` is deliberately not a foreign key: the record outlives anything it
+    refers to, and nothing done to tenants may ever require touching it.
     """
 
     id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant_id = models.UUIDField()
     seq = models.BigIntegerField()
     at = models.DateTimeField(default=timezone.now)
     actor = models.CharField(max_length=200)
@@ -47,13 +54,14 @@ class AuditEvent(models.Model):
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 
-    objects = TenantQuerySet.as_manager()
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["tenant", "seq"], name="audit_event_tenant_seq")]
+        constraints = [models.UniqueConstraint(fields=["tenant_id", "seq"], name="audit_event_tenant_seq")]
         indexes = [
-            models.Index(fields=["tenant", "-at"], name="audit_tenant_at"),
-            models.Index(fields=["tenant", "action", "-at"], name="audit_tenant_action_at"),
+            models.Index(fields=["tenant_id", "-at"], name="audit_tenant_at"),
+            models.Index(fields=["tenant_id", "action", "-at"], name="audit_tenant_action_at"),
+            GinIndex(fields=["resource_ids"], name="audit_resource_ids"),
         ]
 
     def __str__(self) -> str:

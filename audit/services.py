@@ -44,7 +44,7 @@ def audit_event_record(
         seq = (last["seq"] + 1) if last else 1
         prev_hash = last["hash"] if last else GENESIS
         event = AuditEvent(
-            tenant=tenant,
+            tenant_id=tenant.id,
             seq=seq,
             at=timezone.now(),
             actor=actor,

@@ -193,7 +193,9 @@ def main() -> None:
         ]
         for dataset, loader in (("bilingual notes (EN/JA)", load_bilingual), ("English chat sessions", load_chat)):
             tenant = tenant_create(slug=f"q-{int(time.time() * 1000)}")
-            token = token_create(tenant=tenant, name="bench", permissions=["memory:read", "memory:write"]).token
+            token = token_create(
+                tenant=tenant, actor="system:bench", name="bench", permissions=["memory:read", "memory:write"]
+            ).token
             with tenant_context(tenant.id):
                 queries = loader(token)
             lexical_cache: dict = {}

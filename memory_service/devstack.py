@@ -440,7 +440,9 @@ def ensure_demo_tenant() -> str | None:
         if Tenant.objects.filter(slug="demo").exists():
             return None
         tenant = tenant_create(slug="demo", name="Demo")
-        return token_create(tenant=tenant, name="demo", permissions=list(Permission.values)).raw
+        return token_create(
+            tenant=tenant, actor="system:devstack", name="demo", permissions=list(Permission.values)
+        ).raw
 
 
 def stack_commands(profile: Profile, port: int) -> dict[str, list[str]]:

@@ -35,7 +35,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     def revoke_tokens(self, request, queryset):
         tokens = list(queryset)
         for token in tokens:
-            token_revoke(tenant=token.tenant, token=token)
+            token_revoke(tenant=token.tenant, actor=f"admin:{request.user.username}", token=token)
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
 
     def has_change_permission(self, request, obj=None):

@@ -3,6 +3,9 @@
 from django.conf import settings
 from django.db import connections
 
+# Tables whose rows are never changed or removed (their triggers refuse it too).
+APPEND_ONLY_TABLES = ["audit_auditevent"]
+
 
 def grant_application_role(using, **kwargs):
     """GRANT data access (never DDL) on every table and sequence to the ``default`` alias's role.
@@ -20,3 +23,7 @@ def grant_application_role(using, **kwargs):
         cursor.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
         cursor.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
         cursor.execute(f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public TO {role}")
+        existing = connection.introspection.table_names(cursor)
+        for table in APPEND_ONLY_TABLES:
+            if table in existing:
+                cursor.execute(f"REVOKE UPDATE, DELETE, TRUNCATE ON {connection.ops.quote_name(table)} FROM {role}")

@@ -10,12 +10,19 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.models import Action
+from audit.services import audit_event_record, user_pseudonym
 from memory_service.exceptions import ConflictError, ValidationError
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
 from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tenant, User
 
 _VALID_PERMISSIONS = set(Permission.values)
+
+
+def actor_of(token: ApiToken) -> str:
+    """How a token appears in the audit: its id (prefix) and client name, never its secret."""
+    return f"token:{token.prefix}:{token.name}"
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ def tenant_deactivate(*, tenant: Tenant) -> Tenant:
 def token_create(
     *,
     tenant: Tenant,
+    actor: str,
     name: str,
     permissions: list[str] | None = None,
     user: str = "",
@@ -99,14 +107,30 @@ def token_create(
             repositories=sorted(set(repositories or [])),
             expiry_date=expires_at,
         )
+        audit_event_record(
+            tenant=tenant,
+            actor=actor,
+            action=Action.TOKEN_CREATED,
+            resource_type="api_token",
+            resource_ids=[token.prefix],
+            details={"name": token.name, "permissions": token.permissions, "bound_user": user_pseudonym(user)},
+        )
     return IssuedToken(token=token, raw=raw)
 
 
-def token_revoke(*, tenant: Tenant, token: ApiToken) -> ApiToken:
-    """Revoke a token of ``tenant``. Idempotent: revoking twice keeps the first time."""
+def token_revoke(*, tenant: Tenant, actor: str, token: ApiToken) -> ApiToken:
+    """Revoke a token of ``tenant``. Idempotent: revoking twice keeps (and audits) the first time."""
     with tenant_context(tenant.id):
         now = timezone.now()
-        ApiToken.objects.for_tenant(tenant).filter(pk=token.pk, revoked=False).update(revoked=True, revoked_at=now)
+        tokens = ApiToken.objects.for_tenant(tenant).filter(pk=token.pk, revoked=False)
+        if tokens.update(revoked=True, revoked_at=now):
+            audit_event_record(
+                tenant=tenant,
+                actor=actor,
+                action=Action.TOKEN_REVOKED,
+                resource_type="api_token",
+                resource_ids=[token.prefix],
+            )
         token.refresh_from_db()
     return token
 

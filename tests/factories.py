@@ -13,4 +13,4 @@ def make_tenant(slug: str | None = None) -> Tenant:
 
 
 def make_token(tenant: Tenant, *, name: str = "agent", permissions: list[str] | None = None, **kwargs) -> IssuedToken:
-    return token_create(tenant=tenant, name=name, permissions=permissions, **kwargs)
+    return token_create(tenant=tenant, actor="system:tests", name=name, permissions=permissions, **kwargs)

@@ -42,6 +42,7 @@ from memory_service.memories.selectors import check_repository_binding, check_us
 from memory_service.retrieval.lexical import lexical_document
 from tenants.identifiers import IDENTIFIER_RE, validate_identifier
 from tenants.models import ApiToken
+from tenants.services import actor_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +63,6 @@ class MemoryWriteResult:
     memory: Memory
     created: bool
     pii: dict[str, int] = field(default_factory=dict)
-
-
-def actor_of(token: ApiToken) -> str:
-    """How a token appears in the audit: its id (prefix) and client name, never its secret."""
-    return f"token:{token.prefix}:{token.name}"
 
 
 def _tenant_hmac(token: ApiToken, purpose: str, payload: str) -> str:

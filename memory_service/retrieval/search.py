@@ -35,12 +35,12 @@ from memory_service.memories.selectors import (
     memory_statuses,
     memory_visibility,
 )
-from memory_service.memories.services import actor_of
 from memory_service.memories.status import DerivedStatus
 from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query
 from tenants.identifiers import validate_identifier
 from tenants.models import ApiToken
+from tenants.services import actor_of
 
 CANDIDATES = 50
 RECENT_COUNT = 3

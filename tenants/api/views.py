@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from tenants.models import Permission
 from tenants.selectors import token_get, token_list
-from tenants.services import token_create, token_revoke
+from tenants.services import actor_of, token_create, token_revoke
 
 
 class TokenOutputSerializer(serializers.Serializer):
@@ -46,7 +46,7 @@ class TokenListApi(APIView):
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        issued = token_create(tenant=request.auth.tenant, **data.validated_data)
+        issued = token_create(tenant=request.auth.tenant, actor=actor_of(request.auth), **data.validated_data)
         body = TokenOutputSerializer(issued.token).data | {"token": issued.raw}
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -57,5 +57,5 @@ class TokenRevokeApi(APIView):
     @extend_schema(request=None, responses=TokenOutputSerializer)
     def post(self, request, prefix: str):
         token = token_get(tenant=request.auth.tenant, prefix=prefix)
-        token = token_revoke(tenant=request.auth.tenant, token=token)
+        token = token_revoke(tenant=request.auth.tenant, actor=actor_of(request.auth), token=token)
         return Response(TokenOutputSerializer(token).data)

@@ -43,7 +43,7 @@ def test_it_answers_401_for_a_right_prefix_with_a_wrong_secret(tenant):
 
 def test_it_answers_401_for_a_revoked_token(tenant):
     issued = make_token(tenant)
-    token_revoke(tenant=tenant, token=issued.token)
+    token_revoke(tenant=tenant, actor="system:tests", token=issued.token)
     _assert_401(client_for(issued.raw).get(URL))
 
 

@@ -19,7 +19,6 @@ from memory_service.memories.api.serializers import (
 from memory_service.memories.models import Confidence, Kind, Priority, Scope
 from memory_service.memories.selectors import decision_list, memory_get, memory_list, memory_statuses
 from memory_service.memories.services import (
-    actor_of,
     memory_create,
     memory_delete,
     memory_promote,
@@ -31,6 +30,7 @@ from memory_service.pagination import ApiCursorPagination
 from memory_service.retrieval.search import BUDGET_RANGE, TOP_RANGE, memory_search
 from tenants.identifiers import IDENTIFIER_RE
 from tenants.models import Permission
+from tenants.services import actor_of
 
 
 def represent(*, token, memories, scores=None, markers=None) -> list[dict]:

@@ -29,6 +29,7 @@ class Command(BaseCommand):
                 tenant = tenant_create(slug=options["slug"], name=options["name"])
                 issued = token_create(
                     tenant=tenant,
+                    actor="system:create_tenant",
                     name=options["token_name"],
                     permissions=parse_permissions(options["permissions"]),
                     user=options["user"],

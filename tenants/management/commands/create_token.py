@@ -35,6 +35,7 @@ class Command(BaseCommand):
                 tenant = tenant_get_by_slug(slug=options["tenant"])
                 issued = token_create(
                     tenant=tenant,
+                    actor="system:create_token",
                     name=options["name"],
                     permissions=parse_permissions(options["permissions"]),
                     user=options["user"],

@@ -18,7 +18,9 @@ class Command(BaseCommand):
         try:
             with platform_context():
                 tenant = tenant_get_by_slug(slug=options["tenant"])
-                token = token_revoke(tenant=tenant, token=token_get(tenant=tenant, prefix=options["prefix"]))
+                token = token_revoke(
+                    tenant=tenant, actor="system:revoke_token", token=token_get(tenant=tenant, prefix=options["prefix"])
+                )
         except ApplicationError as exc:
             raise command_error(exc) from exc
         self.stdout.write(f"Revoked token '{token.name}' ({token.prefix}) of {tenant.slug}.")
