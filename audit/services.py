@@ -5,11 +5,12 @@ import hmac
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import connections, router, transaction
+from django.db import connections, router
 from django.utils import timezone
 
 from audit.chain import GENESIS, canonical, link
 from audit.models import Action, AuditEvent
+from tenants.context import tenant_context
 from tenants.models import Tenant
 
 
@@ -30,14 +31,14 @@ def audit_event_record(
     resource_ids: Iterable[str] = (),
     details: dict | None = None,
 ) -> AuditEvent:
-    """Append one event to ``tenant``'s chain, in the caller's transaction.
+    """Append one event to ``tenant``'s chain, in the caller's transaction (bound to ``tenant``).
 
     Writers of one tenant serialise on a transaction-level advisory lock, so the chain never
     forks or skips. ``details`` must hold ids, sizes and counts only — never text or PII.
     """
     action = Action(action)
     using = router.db_for_write(AuditEvent)
-    with transaction.atomic(using=using):
+    with tenant_context(tenant.id):
         with connections[using].cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [f"audit:{tenant.id}"])
         last = AuditEvent.objects.for_tenant(tenant).order_by("-seq").values("seq", "hash").first()

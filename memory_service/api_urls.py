@@ -6,4 +6,5 @@ urlpatterns = [
     path("", include("tenants.api.urls")),
     path("", include("memory_service.memories.api.urls")),
     path("", include("memory_service.session_context.api.urls")),
+    path("", include("audit.api.urls")),
 ]

@@ -599,6 +599,9 @@ def command_test(args: argparse.Namespace) -> int:
             "STORAGE_DIR": str(profile.dir / "storage"),
             "STATIC_ROOT": str(profile.dir / "static"),
         }
+        if pg_started or pg_is_running(profile.pgdata):
+            # Only tests that play a database superuser (tampering with the audit) read this.
+            settings["TEST_SUPERUSER_DATABASE_URL"] = pg_url("postgres", values["superuser_password"], profile.pg_port)
         write_env_file(profile.env_file, settings)
         (profile.dir / "static").mkdir(exist_ok=True)
         step("Running the test suite")

@@ -1,0 +1,147 @@
+"""Audit inspection in the admin: read-only for everyone, scoped to the tenant by RLS.
+
+Opening the list or an event is itself recorded (``retrieve`` of ``audit_event``), and so is a
+CSV export (``audit_exported``), in the chain of each tenant whose events were shown.
+"""
+
+import csv
+import io
+
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Q, Subquery
+from django.http import HttpResponse, HttpResponseRedirect
+from django.urls import path
+from django.utils import timezone
+
+from audit.models import Action, AuditEvent
+from audit.services import audit_event_record
+from audit.verify import verify_tenant_chain
+from tenants.admin_site import ReadOnlyAdmin
+from tenants.models import Tenant
+
+
+class TenantFilter(admin.SimpleListFilter):
+    title = "tenant"
+    parameter_name = "tenant"
+
+    def lookups(self, request, model_admin):
+        return [(str(t.id), t.slug) for t in Tenant.objects.order_by("slug")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(tenant_id=self.value()) if self.value() else queryset
+
+
+class ActorFilter(admin.SimpleListFilter):
+    title = "actor"
+    parameter_name = "actor_kind"
+
+    def lookups(self, request, model_admin):
+        return [("token:", "API tokens"), ("admin:", "admin users"), ("system:", "system jobs")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(actor__startswith=self.value()) if self.value() else queryset
+
+
+def _admin_actor(request) -> str:
+    return f"admin:{request.user.username}"
+
+
+def _record(request, *, action: Action, tenant_ids, resource_type: str, details: dict, resource_ids=()) -> None:
+    tenants = {t.id: t for t in Tenant.objects.filter(id__in=set(tenant_ids))}
+    for tenant in tenants.values():
+        audit_event_record(
+            tenant=tenant, actor=_admin_actor(request), action=action, resource_type=resource_type,
+            resource_ids=resource_ids, details=details,
+        )  # fmt: skip
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["seq", "at", "tenant_slug", "actor", "action", "resource_type", "resources"]
+    list_filter = ["action", TenantFilter, ActorFilter, ("at", admin.DateFieldListFilter)]
+    search_fields = ["actor"]
+    search_help_text = "An actor, or the exact id of a resource (memory, token, proposal…)."
+    date_hierarchy = "at"
+    list_per_page = 50
+    ordering = ["-at", "-id"]
+
+    def get_queryset(self, request):
+        slug = Tenant.objects.filter(id=OuterRef("tenant_id")).values("slug")[:1]
+        return super().get_queryset(request).annotate(tenant_slug=Subquery(slug))
+
+    @admin.display(description="tenant")
+    def tenant_slug(self, event):
+        return event.tenant_slug or str(event.tenant_id)
+
+    @admin.display(description="resources")
+    def resources(self, event):
+        ids = event.resource_ids
+        return ", ".join(ids[:3]) + (f" (+{len(ids) - 3})" if len(ids) > 3 else "")
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(Q(actor__icontains=term) | Q(resource_ids__contains=[term])), False
+
+    def get_urls(self):
+        return [
+            path("export/", self.admin_site.admin_view(self.export_view), name="audit_auditevent_export"),
+            path("verify/", self.admin_site.admin_view(self.verify_view), name="audit_auditevent_verify"),
+        ] + super().get_urls()
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        page = getattr(response, "context_data", {}).get("cl")
+        if page is not None:
+            shown = list(page.result_list)
+            _record(request, action=Action.RETRIEVE, tenant_ids=self._viewer_tenants(request, shown),
+                    resource_type="audit_event", details={"view": "list", "count": len(shown)})  # fmt: skip
+        return response
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        event = self.get_object(request, object_id)
+        if event is not None:
+            _record(request, action=Action.RETRIEVE, tenant_ids=[event.tenant_id], resource_type="audit_event",
+                    resource_ids=[str(event.id)], details={"view": "detail"})  # fmt: skip
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _viewer_tenants(self, request, events) -> set:
+        if request.user.tenant_id is not None:
+            return {request.user.tenant_id}
+        return {event.tenant_id for event in events}
+
+    def export_view(self, request):
+        """CSV of the filtered list as shown (all pages); the export is audited per tenant."""
+        changelist = self.get_changelist_instance(request)
+        events = list(changelist.get_queryset(request))
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(
+            ["id", "tenant", "seq", "at", "actor", "action", "resource_type", "resource_ids", "details", "hash"]
+        )
+        for e in events:
+            writer.writerow([e.id, e.tenant_slug or e.tenant_id, e.seq, e.at.isoformat(), e.actor,
+                             e.action, e.resource_type, " ".join(e.resource_ids), e.details, e.hash])  # fmt: skip
+        _record(request, action=Action.AUDIT_EXPORTED, tenant_ids=self._viewer_tenants(request, events),
+                resource_type="audit_event", details={"rows": len(events), "format": "csv"})  # fmt: skip
+        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="audit-{timezone.now():%Y%m%d-%H%M%S}.csv"'
+        return response
+
+    def verify_view(self, request):
+        """Verify the chain of every tenant the user may see and report it on the list page."""
+        tenant_ids = [request.user.tenant_id] if request.user.tenant_id else list(
+            AuditEvent.objects.values_list("tenant_id", flat=True).distinct()
+        )  # fmt: skip
+        slugs = dict(Tenant.objects.values_list("id", "slug"))
+        for tenant_id in tenant_ids:
+            report = verify_tenant_chain(tenant_id)
+            name = slugs.get(tenant_id, str(tenant_id))
+            if report.ok:
+                self.message_user(request, f"{name}: {report.events} events, chain intact.", messages.SUCCESS)
+            else:
+                self.message_user(
+                    request, f"{name}: chain BROKEN at event #{report.broken_seq} ({report.reason}).", messages.ERROR
+                )
+        return HttpResponseRedirect("../")

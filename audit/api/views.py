@@ -1,0 +1,49 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.views import APIView
+
+from audit.models import Action
+from audit.selectors import audit_event_list
+from memory_service.pagination import ApiCursorPagination
+from tenants.models import Permission
+
+
+class AuditEventOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    actor = serializers.CharField()
+    action = serializers.CharField()
+    resource_type = serializers.CharField()
+    resource_ids = serializers.ListField(child=serializers.CharField())
+    details = serializers.DictField()
+
+
+class AuditPagination(ApiCursorPagination):
+    ordering = ("-at", "-id")
+
+
+class AuditEventListApi(APIView):
+    """The tenant's audit events (``admin``), newest first."""
+
+    required_permission = Permission.ADMIN
+
+    class FilterSerializer(serializers.Serializer):
+        action = serializers.ChoiceField(choices=Action.choices, required=False)
+        actor = serializers.CharField(required=False, max_length=200)
+        resource_type = serializers.CharField(required=False, max_length=32)
+        resource_id = serializers.CharField(required=False, max_length=64)
+        since = serializers.DateTimeField(required=False)
+        until = serializers.DateTimeField(required=False)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+        cursor = serializers.CharField(required=False)
+
+    @extend_schema(parameters=[FilterSerializer], responses=AuditEventOutputSerializer(many=True))
+    def get(self, request):
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        paginator = AuditPagination()
+        page = paginator.paginate_queryset(
+            audit_event_list(tenant=request.auth.tenant, filters=filters.validated_data), request, self
+        )
+        return paginator.get_paginated_response(AuditEventOutputSerializer(page, many=True).data)

@@ -1,0 +1,24 @@
+"""Reads of the audit trail."""
+
+from django.db.models import QuerySet
+
+from audit.models import AuditEvent
+from tenants.models import Tenant
+
+
+def audit_event_list(*, tenant: Tenant, filters: dict) -> QuerySet[AuditEvent]:
+    """The tenant's events, newest first, narrowed by action, actor, resource type or id, and time."""
+    events = AuditEvent.objects.for_tenant(tenant)
+    if filters.get("action"):
+        events = events.filter(action=filters["action"])
+    if filters.get("actor"):
+        events = events.filter(actor__startswith=filters["actor"])
+    if filters.get("resource_type"):
+        events = events.filter(resource_type=filters["resource_type"])
+    if filters.get("resource_id"):
+        events = events.filter(resource_ids__contains=[filters["resource_id"]])
+    if filters.get("since"):
+        events = events.filter(at__gte=filters["since"])
+    if filters.get("until"):
+        events = events.filter(at__lt=filters["until"])
+    return events.order_by("-at", "-id")
