@@ -30,7 +30,15 @@ run: $(STAMP_BASE)
 stop: $(STAMP_BASE)
 	$(PY) -m memory_service.devstack stop
 
-test: $(STAMP_DEV)
+CHROMIUM := /usr/bin/chromium
+
+# Browser tests drive Debian's Chromium with Playwright (no browser download).
+$(CHROMIUM):
+	@echo "==> Installing Debian's chromium package for the browser tests"
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
+
+test: $(STAMP_DEV) $(CHROMIUM)
 	$(PY) -m memory_service.devstack test $(PYTEST_ARGS)
 
 lint: $(STAMP_DEV)

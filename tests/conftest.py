@@ -142,6 +142,8 @@ def live_server_url(django_db_setup, django_db_blocker):
     env["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
     log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "web.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The admin's assets, as production serves them (whitenoise, hashed names).
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], env=env, check=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1",

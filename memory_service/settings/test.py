@@ -13,7 +13,11 @@ DATABASES["default"]["TEST"] = {"MIRROR": "admin"}
 for _alias in DATABASES.values():
     _alias["CONN_MAX_AGE"] = 0
 
-PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Fast hashing in tests; PBKDF2 too, for users that the live server (production settings) checks.
+PASSWORD_HASHERS = [
+    "django.contrib.auth.hashers.MD5PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
