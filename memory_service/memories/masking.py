@@ -6,6 +6,7 @@ from django.conf import settings
 
 from memory_service.exceptions import ApplicationError, ValidationError
 from memory_service.pii import MaskingPolicy, PiiTierUnavailable, get_masker
+from tenants.context import tenant_context
 from tenants.models import PiiMode, Tenant
 
 
@@ -93,3 +94,33 @@ def mask_query(*, tenant: Tenant, query: str) -> str:
     if not query.strip():
         raise ValidationError("'query' must not be empty.", fields={"query": ["Required."]})
     return mask_fields(tenant=tenant, fields={"query": query}).values["query"]
+
+
+def tenant_pii_policy_set(
+    *, tenant: Tenant, mode: str | None = None, entities: list[str] | None = None, require_ner: bool | None = None
+) -> Tenant:
+    """Change a tenant's PII policy. A policy this process could not apply is refused, never stored:
+    an unknown entity type (400), pseudonyms without PII_PSEUDONYM_KEYS, or a tier that is missing (503).
+
+    ``entities=[]`` means every entity type the loaded tiers detect. Secrets are always masked.
+    """
+    candidate = Tenant(
+        id=tenant.id,
+        pii_mode=mode if mode is not None else tenant.pii_mode,
+        pii_entities=sorted(set(entities)) if entities is not None else tenant.pii_entities,
+        pii_require_ner=require_ner if require_ner is not None else tenant.pii_require_ner,
+    )
+    if candidate.pii_mode not in PiiMode.values:
+        raise ValidationError("'mode' must be label or pseudonym.", fields={"mode": ["Not a valid choice."]})
+    try:
+        get_masker().check_policy(tenant_masking_policy(candidate))
+    except PiiTierUnavailable as exc:
+        raise PiiTierMissingError("This policy needs a PII detection tier that is not installed.") from exc
+    except ValueError as exc:
+        raise ValidationError(str(exc), fields={"entities": ["Unknown entity type."]}) from exc
+    with tenant_context(tenant.id):
+        Tenant.objects.filter(id=tenant.id).update(
+            pii_mode=candidate.pii_mode, pii_entities=candidate.pii_entities, pii_require_ner=candidate.pii_require_ner
+        )
+        tenant.refresh_from_db()
+    return tenant
