@@ -67,7 +67,8 @@ def tenant_context(tenant_id: uuid.UUID | str) -> Iterator[None]:
         previous = set_current_tenant(tenant_id, using=using)
         yield
         # On an exception the savepoint's rollback restores the setting by itself.
-        _set_local("app.tenant_id", previous, using=using)
+        if previous != str(tenant_id):
+            _set_local("app.tenant_id", previous, using=using)
 
 
 @contextmanager

@@ -78,16 +78,20 @@ def memory_get(*, token: ApiToken, memory_id: uuid.UUID | str) -> Memory:
 def memory_statuses(*, token: ApiToken, memories: Iterable[Memory]) -> dict[uuid.UUID, DerivedStatus]:
     """Derived status of each memory, in two queries; replacement titles only where readable."""
     memories = list(memories)
+    if not memories:
+        return {}
     links = Supersession.objects.for_tenant(token.tenant).filter(old__in=[m.id for m in memories])
     by_old: dict[uuid.UUID, list[Supersession]] = defaultdict(list)
     for link in links.order_by("created_at"):
         by_old[link.old_id].append(link)
     new_ids = {link.new_id for group in by_old.values() for link in group}
-    readable = dict(
-        Memory.objects.for_tenant(token.tenant)
-        .filter(memory_visibility(token=token), id__in=new_ids)
-        .values_list("id", "title")
-    )
+    readable = {}
+    if new_ids:
+        readable = dict(
+            Memory.objects.for_tenant(token.tenant)
+            .filter(memory_visibility(token=token), id__in=new_ids)
+            .values_list("id", "title")
+        )
     statuses = {}
     for memory in memories:
         replacements = [
