@@ -66,6 +66,12 @@ def _item(hit_memory, status, score=None, markers=()) -> dict:
     }
 
 
+def _written(token, result) -> dict:
+    """A stored memory as tools report it: the item, whether it is new, and the PII counts."""
+    status = memory_statuses(token=token, memories=[result.memory])[result.memory.id]
+    return _item(result.memory, status) | {"created": result.created, "pii": result.pii}
+
+
 def build_server() -> MCPServer:
     base = settings.PUBLIC_BASE_URL.rstrip("/")
     mcp = MCPServer(
@@ -134,8 +140,7 @@ def build_server() -> MCPServer:
                 session=session, priority=priority, title=title, tags=list(tags), solved_query=solved_query,
                 supersedes=[{"id": i, "partial": False} for i in supersedes],
             )  # fmt: skip
-            statuses = memory_statuses(token=token, memories=[result.memory])
-            return _item(result.memory, statuses[result.memory.id]) | {"created": result.created, "pii": result.pii}
+            return _written(token, result)
 
         return await call_with_token(Permission.MEMORY_WRITE, run)
 
@@ -154,8 +159,7 @@ def build_server() -> MCPServer:
             result = session_note_write(
                 token=token, session=session, name=name, text=text, user=user, repository=repository
             )
-            statuses = memory_statuses(token=token, memories=[result.memory])
-            return _item(result.memory, statuses[result.memory.id]) | {"created": result.created, "pii": result.pii}
+            return _written(token, result)
 
         return await call_with_token(Permission.MEMORY_WRITE, run)
 

@@ -3,12 +3,14 @@
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
 from memory_service.exceptions import NotFoundError, PermissionDeniedError, ValidationError
 from memory_service.memories.models import Memory, Scope, Supersession
 from memory_service.memories.status import DerivedStatus, Replacement, derive_status
+from tenants.identifiers import validate_identifier
 from tenants.models import ApiToken
 
 
@@ -40,6 +42,30 @@ def check_repository_binding(*, token: ApiToken, repository: str | None) -> None
         raise PermissionDeniedError(
             "This token is bound to other repositories.", fields={"repository": ["Not allowed for this token."]}
         )
+
+
+@dataclass(frozen=True)
+class Where:
+    """The user, repository and session a request is about, after the token's bindings."""
+
+    user: str
+    repository: str
+    session: str
+
+
+def resolve_where(*, token: ApiToken, user: str = "", repository: str = "", session: str = "") -> Where:
+    """Check the ids a request names against the token, once for every interface.
+
+    A bound token may not name another user or repository (403); an unnamed user is the token's
+    user; every id must be an opaque identifier (400 naming the field).
+    """
+    check_user_binding(token=token, user=user)
+    check_repository_binding(token=token, repository=repository)
+    user = user or token.user
+    for name, value in (("user", user), ("repository", repository), ("session", session)):
+        if value:
+            validate_identifier(value, field=name)
+    return Where(user=user, repository=repository, session=session)
 
 
 def memory_list(*, token: ApiToken, filters: dict) -> QuerySet[Memory]:

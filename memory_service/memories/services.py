@@ -38,7 +38,7 @@ from memory_service.memories.models import (
     Scope,
     Supersession,
 )
-from memory_service.memories.selectors import check_repository_binding, check_user_binding, memory_get
+from memory_service.memories.selectors import memory_get, resolve_where
 from memory_service.retrieval.lexical import lexical_document
 from tenants.identifiers import IDENTIFIER_RE, validate_identifier
 from tenants.models import ApiToken
@@ -90,12 +90,8 @@ def resolve_owner(*, token: ApiToken, scope: str, user: str = "", repository: st
     user scope needs a user; repository scope a repository; session scope a session and its
     owner (the user). A token bound to a user acts as that user; naming another is a 403.
     """
-    check_user_binding(token=token, user=user)
-    check_repository_binding(token=token, repository=repository)
-    user = user or token.user
-    for name, value in (("user", user), ("repository", repository), ("session", session)):
-        if value:
-            validate_identifier(value, field=name)
+    where = resolve_where(token=token, user=user, repository=repository, session=session)
+    user, repository, session = where.user, where.repository, where.session
     required = {Scope.USER: "user", Scope.REPOSITORY: "repository", Scope.SESSION: "session"}[Scope(scope)]
     if not {"user": user, "repository": repository, "session": session}[required]:
         raise ValidationError(f"'{required}' is required for {scope} scope.", fields={required: ["Required."]})

@@ -29,16 +29,10 @@ from memory_service.embeddings.backends import EmbeddingBackend, EmbeddingUnavai
 from memory_service.exceptions import ValidationError
 from memory_service.memories.masking import mask_query
 from memory_service.memories.models import ActivityLog, Kind, Memory, MemoryEmbedding, Priority, Scope
-from memory_service.memories.selectors import (
-    check_repository_binding,
-    check_user_binding,
-    memory_statuses,
-    memory_visibility,
-)
+from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
 from memory_service.memories.status import DerivedStatus
 from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query
-from tenants.identifiers import validate_identifier
 from tenants.models import ApiToken
 from tenants.services import actor_of
 
@@ -171,21 +165,18 @@ def is_pinned(memory: Memory) -> bool:
     return memory.scope != Scope.REPOSITORY or memory.confidence == "validated"
 
 
-def _validate(*, query: str, top: int, budget_bytes: int, user: str, repository: str, session: str) -> None:
+def _validate(*, query: str, top: int, budget_bytes: int, where) -> None:
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("'query' must not be empty.", fields={"query": ["Required."]})
     if not TOP_RANGE[0] <= top <= TOP_RANGE[1]:
         raise ValidationError("'top' must be from 1 to 50.", fields={"top": ["1-50."]})
     if not BUDGET_RANGE[0] <= budget_bytes <= BUDGET_RANGE[1]:
         raise ValidationError("'budget_bytes' must be from 256 to 65536.", fields={"budget_bytes": ["256-65536."]})
-    if not (user or repository or session):
+    if not (where.user or where.repository or where.session):
         raise ValidationError(
             "Name at least one of 'user', 'repository' or 'session' to search in.",
             fields={"user": ["One of user, repository, session is required."]},
         )
-    for name, value in (("user", user), ("repository", repository), ("session", session)):
-        if value:
-            validate_identifier(value, field=name)
 
 
 def memory_search(
@@ -201,10 +192,9 @@ def memory_search(
 ) -> SearchResult:
     """The memories that matter for ``query`` in (user, repository, session), annotated and fenced."""
     started = time.perf_counter()
-    check_user_binding(token=token, user=user)
-    check_repository_binding(token=token, repository=repository)
-    user = user or token.user
-    _validate(query=query, top=top, budget_bytes=budget_bytes, user=user, repository=repository, session=session)
+    where = resolve_where(token=token, user=user, repository=repository, session=session)
+    user, repository, session = where.user, where.repository, where.session
+    _validate(query=query, top=top, budget_bytes=budget_bytes, where=where)
     masked = mask_query(tenant=token.tenant, query=query)
 
     scoped = Memory.objects.for_tenant(token.tenant).filter(

@@ -13,15 +13,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_service.memories.models import Kind, Memory, Priority, Scope
-from memory_service.memories.selectors import (
-    check_repository_binding,
-    check_user_binding,
-    memory_statuses,
-    memory_visibility,
-)
+from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
 from memory_service.memories.status import Status
 from memory_service.retrieval.search import is_pinned
-from tenants.identifiers import validate_identifier
 from tenants.models import ApiToken
 
 USER_MEMORY_MAX_LINES = 200
@@ -40,12 +34,8 @@ def session_context_render(
     *, token: ApiToken, user: str = "", repository: str = "", session: str = "", now: datetime | None = None
 ) -> str:
     """The markdown digest for (user, repository, session) as the token may see it."""
-    check_user_binding(token=token, user=user)
-    check_repository_binding(token=token, repository=repository)
-    user = user or token.user
-    for name, value in (("user", user), ("repository", repository), ("session", session)):
-        if value:
-            validate_identifier(value, field=name)
+    where = resolve_where(token=token, user=user, repository=repository, session=session)
+    user, repository, session = where.user, where.repository, where.session
     now = now or timezone.now()
     visible = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token=token))
     visible = visible.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
