@@ -13,7 +13,7 @@ from memory_service.mcp_server.bridge import call_with_token
 from memory_service.memories.selectors import decision_list, memory_statuses
 from memory_service.memories.services import memory_create, memory_supersede, session_note_write
 from memory_service.retrieval.search import memory_search
-from memory_service.session_context.selectors import session_context_render
+from memory_service.session_context.services import session_context_for
 from tenants.models import Permission
 
 INSTRUCTIONS = """\
@@ -169,7 +169,7 @@ def build_server() -> MCPServer:
         high-priority lessons, latest lessons and conclusions, current decisions, session notes."""
         return await call_with_token(
             Permission.MEMORY_READ,
-            lambda token: session_context_render(token=token, user=user, repository=repository, session=session),
+            lambda token: session_context_for(token=token, user=user, repository=repository, session=session),
         )
 
     @mcp.tool(annotations=WRITE)
@@ -213,7 +213,7 @@ def build_server() -> MCPServer:
     )
     async def session_context_resource(repository: str) -> str:
         return await call_with_token(
-            Permission.MEMORY_READ, lambda token: session_context_render(token=token, repository=repository)
+            Permission.MEMORY_READ, lambda token: session_context_for(token=token, repository=repository)
         )
 
     return mcp

@@ -40,6 +40,7 @@ from memory_service.memories.models import (
 )
 from memory_service.memories.selectors import memory_get, resolve_where
 from memory_service.retrieval.lexical import lexical_document
+from memory_service.session_context.services import refresh_after_write
 from tenants.identifiers import IDENTIFIER_RE, validate_identifier
 from tenants.models import ApiToken
 from tenants.services import actor_of
@@ -320,6 +321,7 @@ def memory_create(
             solved_query=memory.solved_query,
         )
         _enqueue_embedding(memory)
+        refresh_after_write(memory)
     return MemoryWriteResult(memory=memory, created=True, pii=masked.counts)
 
 
@@ -369,6 +371,7 @@ def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteRe
             token=token, action=Action.UPDATE, memory=memory, details={"fields": sorted(changes), "pii": masked.counts}
         )
         _enqueue_embedding(memory)
+        refresh_after_write(memory)
     return MemoryWriteResult(memory=memory, created=False, pii=masked.counts)
 
 
@@ -377,6 +380,7 @@ def memory_delete(*, token: ApiToken, memory_id) -> None:
     with transaction.atomic():
         memory = memory_get(token=token, memory_id=memory_id)
         _record_write(token=token, action=Action.DELETE, memory=memory, details={})
+        refresh_after_write(memory)
         memory.delete()
 
 
@@ -401,6 +405,7 @@ def memory_supersede(*, token: ApiToken, memory_id, by_id, partial: bool = False
             resource_ids=[old.id, new.id],
             details={"partial": partial},
         )
+        refresh_after_write(old)
     return old
 
 

@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "tenants",
     "memory_service.memories",
     "memory_service.embeddings",
+    "memory_service.session_context",
     "audit",
     "proposals",
 ]
@@ -228,6 +229,9 @@ PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
 MCP_ALLOWED_ORIGINS = env.list(
     "MCP_ALLOWED_ORIGINS", default=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 )
+
+# Writes within this many seconds are folded into one session-context render.
+SESSION_CONTEXT_DEBOUNCE_SECONDS = env.float("SESSION_CONTEXT_DEBOUNCE_SECONDS", default=2.0)
 
 # Session memories expire this long after their last write.
 SESSION_TTL_HOURS = env.int("SESSION_TTL_HOURS", default=24)

@@ -3,7 +3,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from memory_service.session_context.selectors import session_context_render
+from memory_service.session_context.services import session_context_for
 from tenants.identifiers import IDENTIFIER_RE
 from tenants.models import Permission
 
@@ -22,5 +22,5 @@ class SessionContextApi(APIView):
     def get(self, request):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        markdown = session_context_render(token=request.auth, **filters.validated_data)
+        markdown = session_context_for(token=request.auth, **filters.validated_data)
         return HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
