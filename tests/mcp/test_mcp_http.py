@@ -144,3 +144,14 @@ def test_it_enforces_token_permissions_in_tools(live_server_url):
     reader = make_token(tenant, permissions=["memory:read"]).raw
     error, message = call(f"{live_server_url}/mcp/", reader, "add_note", {"text": "x", "repository": "r1"})
     assert error is True and "memory:write" in str(message)
+
+
+def test_it_keeps_session_tools_inside_the_tenant(live_server_url, acme, charlie):
+    url = f"{live_server_url}/mcp/"
+    call(url, acme[1], "write_session_note", {"session": "s1", "name": "plan", "text": "acme secret plan",
+                                              "user": "u1", "repository": "r1"})  # fmt: skip
+    error, note = call(url, charlie[1], "write_session_note", {"session": "s1", "name": "plan",
+                                                               "text": "charlie plan", "user": "u1"})  # fmt: skip
+    assert error is False and note["created"] is True
+    error, context = call(url, charlie[1], "get_session_context", {"repository": "r1", "user": "u1", "session": "s1"})
+    assert error is False and "acme secret plan" not in context and "charlie plan" in context

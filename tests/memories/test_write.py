@@ -301,3 +301,20 @@ def test_it_queues_ids_only_never_text(write, django_capture_on_commit_callbacks
             dump += b"".join(redis.hvals(key))
     assert memory_id.encode() in dump  # the task message is there (no worker runs in this module)
     assert EMAIL.encode() not in dump and SECRET.encode() not in dump and b"queue check" not in dump
+
+
+def test_it_keeps_session_notes_of_the_same_name_apart_across_tenants(api_client, other_client):
+    url = "/api/v1/sessions/s-1/notes/plan"
+    mine = api_client.put(url, {"text": "acme plan", "user": "u1"}, format="json").json()
+    theirs = other_client.put(url, {"text": "charlie plan", "user": "u1"}, format="json")
+    assert theirs.status_code == 201 and theirs.json()["id"] != mine["id"]
+    assert api_client.get(f"/api/v1/memories/{mine['id']}").json()["text"] == "acme plan"
+
+
+def test_it_answers_404_per_item_when_a_bulk_item_supersedes_another_tenants_memory(write, other_client):
+    acme_decision = write(text="acme decision", kind="decision", scope="repository", repository="r1").json()
+    item = {"scope": "repository", "repository": "r1", "kind": "decision", "text": "charlie decision",
+            "supersedes": [{"id": acme_decision["id"]}]}  # fmt: skip
+    results = other_client.post("/api/v1/memories/bulk", {"items": [item]}, format="json").json()["results"]
+    assert [r["status"] for r in results] == [404]
+    assert other_client.get("/api/v1/memories").json()["results"] == []
