@@ -24,8 +24,10 @@ sys.path.insert(0, str(BASE))
 
 from bench._stack import bench_stack  # noqa: E402
 
-TOPICS = ["connection pool", "flaky test", "deploy", "migration", "cache", "rate limit", "feature flag", "CI",
-          "logging", "retry", "timeout", "schema", "index", "queue", "auth token", "i18n", "docker", "backup"]  # fmt: skip
+TOPICS = [
+    "connection pool", "flaky test", "deploy", "migration", "cache", "rate limit", "feature flag", "CI",
+    "logging", "retry", "timeout", "schema", "index", "queue", "auth token", "i18n", "docker", "backup",
+]  # fmt: skip
 ACTIONS = ["raise", "lower", "pin", "document", "monitor", "remove", "split", "rename", "retry", "cache"]
 
 
