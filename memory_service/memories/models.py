@@ -57,6 +57,13 @@ class EmbeddingStatus(models.TextChoices):
     FAILED = "failed"
 
 
+class MemoryManager(models.Manager.from_queryset(TenantQuerySet)):
+    """Leaves the full-text vector out of every query unless asked for: nothing reads it back."""
+
+    def get_queryset(self):
+        return super().get_queryset().defer("search_vector")
+
+
 class Memory(models.Model):
     """One thing an agent or a person wants remembered, masked before it was stored.
 
@@ -100,7 +107,7 @@ class Memory(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = TenantQuerySet.as_manager()
+    objects = MemoryManager()
 
     class Meta:
         verbose_name_plural = "memories"

@@ -1,8 +1,10 @@
+import time
+
 from django.core.management.base import CommandError
 from django.core.management.color import no_style
 from django.core.management.commands.flush import Command as DjangoFlushCommand
 from django.core.management.sql import emit_post_migrate_signal
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connections
 
 from tenants.context import ADMIN_DB_ALIAS
 from tenants.grants import APPEND_ONLY_TABLES
@@ -34,10 +36,15 @@ class Command(DjangoFlushCommand):
             no_style(), tables, reset_sequences=options.get("reset_sequences", True),
             allow_cascade=options.get("allow_cascade", False),
         )  # fmt: skip
-        try:
-            connection.ops.execute_sql_flush(statements)
-        except Exception as exc:
-            raise CommandError(f"Flush failed: {exc}") from exc
+        for attempt in range(1, 4):
+            try:
+                connection.ops.execute_sql_flush(statements)
+                break
+            except OperationalError as exc:
+                # TRUNCATE takes exclusive locks; a worker finishing a task can deadlock with it.
+                if "deadlock" not in str(exc) or attempt == 3:
+                    raise CommandError(f"Flush failed: {exc}") from exc
+                time.sleep(0.5 * attempt)
         if statements and not options.get("inhibit_post_migrate", False):
             emit_post_migrate_signal(options["verbosity"], options["interactive"], database)
         if options["verbosity"] > 1:
