@@ -209,6 +209,7 @@ LOGGING = {
         # Django's own request logger would print request details on errors; ours replaces it.
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.server": {"handlers": [], "propagate": False},
+        "presidio-analyzer": {"level": "WARNING"},
     },
 }
 
