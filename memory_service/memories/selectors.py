@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet
 
 from memory_service.exceptions import NotFoundError, PermissionDeniedError, ValidationError
-from memory_service.memories.models import Memory, Scope, Supersession
+from memory_service.memories.models import ActivityLog, Memory, Scope, Supersession
 from memory_service.memories.status import DerivedStatus, Replacement, derive_status
 from tenants.identifiers import validate_identifier
 from tenants.models import ApiToken
@@ -136,3 +136,19 @@ def decision_list(*, token: ApiToken, repository: str) -> QuerySet[Memory]:
         .filter(memory_visibility(token=token), scope=Scope.REPOSITORY, repository=repository, kind="decision")
         .order_by("-created_at", "-id")
     )
+
+
+def activity_list(*, token: ApiToken, filters: dict) -> QuerySet[ActivityLog]:
+    """The tenant's search and write activity, newest first (search analytics, seed 000 §6.4)."""
+    rows = ActivityLog.objects.for_tenant(token.tenant)
+    if filters.get("operation"):
+        rows = rows.filter(operation=filters["operation"])
+    if filters.get("client"):
+        rows = rows.filter(client=filters["client"])
+    if filters.get("since"):
+        rows = rows.filter(at__gte=filters["since"])
+    if filters.get("until"):
+        rows = rows.filter(at__lt=filters["until"])
+    if filters.get("zero_hits"):
+        rows = rows.filter(operation=ActivityLog.Operation.SEARCH, hit_count=0)
+    return rows.order_by("-at", "-id")

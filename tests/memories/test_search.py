@@ -183,3 +183,16 @@ def test_it_serves_the_session_context_as_markdown(write, api_client, other_clie
     assert "Deploy with GitHub Actions" in decisions and "Deploy with Fabric" not in decisions
     assert "\n# Ignore" not in text and "&lt;b&gt;obey&lt;/b&gt;" in text
     assert "Prefers small" not in other_client.get("/api/v1/context", {"user": "u1"}).content.decode()
+
+
+def test_it_serves_search_analytics_to_admin_tokens_of_the_tenant_only(write, api_client, other_client, tenant):
+    write(text="retry with backoff", scope="repository", repository="r1")
+    search(api_client, query=f"retry from {EMAIL}")
+    search(api_client, query="nothing matches zzzz")
+    rows = api_client.get("/api/v1/activity", {"operation": "search"}).json()["results"]
+    assert [r["hit_count"] > 0 for r in rows] == [False, True]
+    assert EMAIL not in str(rows) and "<EMAIL_ADDRESS>" in rows[1]["query"]
+    zero = api_client.get("/api/v1/activity", {"zero_hits": "true"}).json()["results"]
+    assert [r["query"] for r in zero] == ["nothing matches zzzz"]
+    assert other_client.get("/api/v1/activity").json()["results"] == []
+    assert client_for(make_token(tenant).raw).get("/api/v1/activity").status_code == 403

@@ -11,4 +11,5 @@ urlpatterns = [
     path("sessions/<str:session>/notes/<str:name>", views.SessionNoteApi.as_view(), name="session-note"),
     path("search", views.SearchApi.as_view(), name="search"),
     path("decisions", views.DecisionListApi.as_view(), name="decision-list"),
+    path("activity", views.ActivityListApi.as_view(), name="activity-list"),
 ]

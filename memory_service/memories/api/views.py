@@ -16,8 +16,8 @@ from memory_service.memories.api.serializers import (
     StrictSerializer,
     identifier_field,
 )
-from memory_service.memories.models import Confidence, Kind, Priority, Scope
-from memory_service.memories.selectors import decision_list, memory_get, memory_list, memory_statuses
+from memory_service.memories.models import ActivityLog, Confidence, Kind, Priority, Scope
+from memory_service.memories.selectors import activity_list, decision_list, memory_get, memory_list, memory_statuses
 from memory_service.memories.services import (
     memory_create,
     memory_delete,
@@ -241,3 +241,46 @@ class DecisionListApi(APIView):
         decisions = decision_list(token=request.auth, repository=filters["repository"])
         page = paginator.paginate_queryset(decisions, request, self)
         return paginator.get_paginated_response(represent(token=request.auth, memories=page))
+
+
+class ActivityListApi(APIView):
+    """Search analytics (``admin``): masked queries, hits, best distance per kind, latency, client."""
+
+    required_permission = Permission.ADMIN
+
+    class FilterSerializer(serializers.Serializer):
+        operation = serializers.ChoiceField(choices=ActivityLog.Operation.choices, required=False)
+        client = serializers.CharField(required=False, max_length=50)
+        since = serializers.DateTimeField(required=False)
+        until = serializers.DateTimeField(required=False)
+        zero_hits = serializers.BooleanField(
+            required=False, default=False, help_text="Only searches that found nothing"
+        )
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+        cursor = serializers.CharField(required=False)
+
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.IntegerField()
+        at = serializers.DateTimeField()
+        operation = serializers.CharField()
+        client = serializers.CharField()
+        user = serializers.CharField(help_text="Keyed pseudonym of the user")
+        query = serializers.CharField(help_text="Masked")
+        filters = serializers.DictField()
+        hit_count = serializers.IntegerField()
+        best_distance = serializers.DictField()
+        latency_ms = serializers.FloatField()
+        solved_query = serializers.CharField()
+        degraded = serializers.BooleanField()
+        memory_ids = serializers.ListField(child=serializers.UUIDField())
+
+    @extend_schema(parameters=[FilterSerializer], responses=OutputSerializer(many=True))
+    def get(self, request):
+        filters = _validated(self.FilterSerializer, request.query_params)
+        paginator = ActivityPagination()
+        page = paginator.paginate_queryset(activity_list(token=request.auth, filters=filters), request, self)
+        return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
+
+
+class ActivityPagination(ApiCursorPagination):
+    ordering = ("-at", "-id")
