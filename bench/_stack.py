@@ -43,6 +43,8 @@ def bench_stack(name: str, *, pg_port: int, redis_db: int):
         from django.db import connections
 
         connections.close_all()
+        for connection in connections.all():
+            connection.close_pool()
         if valkey is not None:
             valkey.terminate()
         if started:

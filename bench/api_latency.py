@@ -135,6 +135,8 @@ def main() -> None:
         from django.db import connections
 
         connections.close_all()
+        for connection in connections.all():
+            connection.close_pool()
         port = 8032
         server = serve(port)
         try:

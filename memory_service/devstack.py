@@ -506,6 +506,8 @@ def command_run(args: argparse.Namespace) -> int:
         step("Creating the demo tenant")
         token = ensure_demo_tenant()
         connections.close_all()
+        for connection in connections.all():
+            connection.close_pool()
 
         step("Starting the Celery worker, Celery beat and the web server")
         env = os.environ | {"ENV_FILE": str(profile.env_file), "OMP_WAIT_POLICY": "PASSIVE"}

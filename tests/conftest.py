@@ -72,6 +72,8 @@ def django_db_setup(request, django_test_environment, django_db_blocker):
     yield
     with django_db_blocker.unblock():
         connections.close_all()
+        for connection in connections.all():
+            connection.close_pool()
         teardown_databases(db_cfg, verbosity=request.config.option.verbose)
 
 

@@ -108,9 +108,12 @@ DATABASES = {
     "default": env.db("DATABASE_URL"),
     "admin": env.db("ADMIN_DATABASE_URL", default=env.str("DATABASE_URL")),
 }
+# A connection pool per process: under ASGI every request runs in a thread of its own, so
+# persistent connections (CONN_MAX_AGE) would be opened anew for each request.
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 for _alias in DATABASES.values():
-    _alias["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-    _alias["CONN_HEALTH_CHECKS"] = True
+    _alias["CONN_MAX_AGE"] = 0
+    _alias.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": DB_POOL_MAX_SIZE, "timeout": 10}
 # One transaction per request: the tenant is set for row-level security inside it.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DATABASE_ROUTERS = ["tenants.routers.TenantDatabaseRouter"]

@@ -10,8 +10,6 @@ from .base import DATABASES
 
 DATABASES["admin"]["TEST"] = {"NAME": "test_memory_service"}
 DATABASES["default"]["TEST"] = {"MIRROR": "admin"}
-for _alias in DATABASES.values():
-    _alias["CONN_MAX_AGE"] = 0
 
 # Fast hashing in tests; PBKDF2 too, for users that the live server (production settings) checks.
 PASSWORD_HASHERS = [

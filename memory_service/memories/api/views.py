@@ -33,11 +33,13 @@ from tenants.models import Permission
 from tenants.services import actor_of
 
 
-def represent(*, token, memories, scores=None, markers=None) -> list[dict]:
-    """Memories as the API shows them, with derived status (two queries for the whole list)."""
+def represent(*, token, memories, scores=None, markers=None, statuses=None) -> list[dict]:
+    """Memories as the API shows them, with derived status (two queries for the whole list,
+    unless the caller already has the statuses)."""
     memories = list(memories)
-    context = {"statuses": memory_statuses(token=token, memories=memories), "scores": scores or {}}
-    context["markers"] = markers or {}
+    if statuses is None:
+        statuses = memory_statuses(token=token, memories=memories)
+    context = {"statuses": statuses, "scores": scores or {}, "markers": markers or {}}
     return MemoryOutputSerializer(memories, many=True, context=context).data
 
 
@@ -220,6 +222,7 @@ class SearchApi(APIView):
             memories=[h.memory for h in result.hits],
             scores={h.memory.id: h.score for h in result.hits},
             markers={h.memory.id: h.markers for h in result.hits},
+            statuses={h.memory.id: h.status for h in result.hits},
         )
         return Response({"items": items, "context": result.context, "degraded": result.degraded})
 
