@@ -39,8 +39,8 @@ from tenants.services import actor_of
 CANDIDATES = 50
 RECENT_COUNT = 3
 RECENT_KINDS = (Kind.LESSON, Kind.CONCLUSION)
-# Below this many candidate rows an exact scan is both exact and faster than filtered HNSW.
-EXACT_SCAN_MAX_ROWS = 20_000
+# Up to this many candidate rows an exact scan is both exact and faster than filtered HNSW.
+EXACT_SCAN_MAX_ROWS = 10_000
 TOP_RANGE = (1, 50)
 BUDGET_RANGE = (256, 65_536)
 
@@ -93,24 +93,45 @@ def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -
     return parts & not_expired & memory_visibility(token=token)
 
 
+def _hnsw_threshold(backend: EmbeddingBackend) -> int:
+    """Scope size above which filtered HNSW keeps recall: 10k rows, or 1 % of the model's rows
+    (below that share the shared index loses recall; bench/RESULTS.md, "Alternatives")."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'memories_memoryembedding'")
+        row = cursor.fetchone()
+    return max(EXACT_SCAN_MAX_ROWS, int((row[0] if row else 0) * 0.01))
+
+
 def _dense_candidates(*, scoped: QuerySet, token: ApiToken, vector, backend: EmbeddingBackend) -> dict:
-    """memory id → cosine similarity of the nearest candidates above the model's floor."""
+    """memory id → cosine similarity of the nearest candidates above the model's floor.
+
+    Small scopes (the usual case) get an exact scan: exact and faster. Large ones get the HNSW
+    index with iterative scan, forced (the planner would pick the exact plan and take 300+ ms).
+    """
     # Cast to the model's dimension: this is the expression its partial HNSW index is built on.
     distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
     rows = MemoryEmbedding.objects.for_tenant(token.tenant).filter(model=backend.model_id, memory__in=scoped)
-    if scoped.count() <= EXACT_SCAN_MAX_ROWS:
-        ordered = rows.annotate(distance=distance).order_by(F("distance") + 0)  # +0: the exact scan
-    else:
+    threshold = _hnsw_threshold(backend)
+    use_hnsw = scoped[: threshold + 1].count() > threshold
+    if use_hnsw:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute("SET LOCAL hnsw.ef_search = 100")
+            cursor.execute("SET LOCAL hnsw.ef_search = 200")
+            cursor.execute("SET LOCAL enable_sort = off")
         ordered = rows.annotate(distance=distance).order_by("distance")
-    floor = backend.similarity_floor
+    else:
+        # "+ 0.0" keeps the planner off the index: an exact scan, the distance computed once.
+        ordered = rows.annotate(distance=distance + 0.0).order_by("distance")
     found = {}
-    for memory_id, dist in ordered.values_list("memory_id", "distance")[:CANDIDATES]:
-        similarity = 1.0 - float(dist)
-        if similarity >= floor:
-            found[memory_id] = similarity
+    try:
+        for memory_id, dist in ordered.values_list("memory_id", "distance")[:CANDIDATES]:
+            similarity = 1.0 - float(dist)
+            if similarity >= backend.similarity_floor:
+                found[memory_id] = similarity
+    finally:
+        if use_hnsw:
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL enable_sort = on")  # survives savepoints: restore it
     return found
 
 
@@ -122,7 +143,7 @@ def _lexical_candidates(*, scoped: QuerySet, masked_query: str) -> dict:
     query = SearchQuery(raw, search_type="raw", config="simple")
     rows = (
         scoped.filter(search_vector=query)
-        .annotate(rank=SearchRank(F("search_vector"), query, cover_density=True, normalization=1))
+        .annotate(rank=SearchRank(F("search_vector"), query, normalization=1))
         .order_by("-rank")
         .values_list("id", "rank")[:CANDIDATES]
     )

@@ -196,3 +196,19 @@ def test_it_serves_search_analytics_to_admin_tokens_of_the_tenant_only(write, ap
     assert [r["query"] for r in zero] == ["nothing matches zzzz"]
     assert other_client.get("/api/v1/activity").json()["results"] == []
     assert client_for(make_token(tenant).raw).get("/api/v1/activity").status_code == 403
+
+
+def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write, api_client, embed_all, monkeypatch):
+    from django.db import connection
+
+    from memory_service.retrieval import search as search_module
+
+    for text in ("Rotate the signing keys yearly", "Vacuum the big tables weekly", "Pin base images by digest"):
+        write(text=text, scope="repository", repository="r1")
+    embed_all()
+    monkeypatch.setattr(search_module, "EXACT_SCAN_MAX_ROWS", 1)  # every scope counts as large
+    found = search(api_client, query="how often do we rotate keys", top=1)
+    assert found["items"][0]["text"] == "Rotate the signing keys yearly"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
