@@ -1,0 +1,312 @@
+"""Alternatives to the app's query strategy, measured in SQL on the loaded bench database.
+
+    .venv/bin/python -m bench.perf.alternatives [--queries 40]
+
+1. Which plan the k-NN variants really get (EXPLAIN) for small, medium and large scopes.
+2. Lexical stage: the app's query (every query term OR-ed, ts_rank_cd over every match) against
+   the same without stop words and/or with ts_rank, on the largest scopes.
+Runs as the app role with the tenant set (RLS on), like a request. Results go to
+bench/perf/results.json under "alternatives" (one entry per corpus size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+from bench.perf import corpus, measure, stack
+
+STOP = set(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "our",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "after",
+        "about",
+        "into",
+        "than",
+        "then",
+        "there",
+        "these",
+        "those",
+    ]
+)
+
+
+def stripped_query(raw: str) -> str:
+    terms = [t for t in raw.split(" | ") if t.strip("'") not in STOP]
+    return " | ".join(terms)
+
+
+def measure_alternatives(
+    *, size: int, queries: int = 30, per_bucket: int = 6, log=print, plain_owner_url: str = ""
+) -> dict:
+    """Needs Django set up and the bench database running."""
+    from django.contrib.postgres.search import SearchQuery, SearchRank
+    from django.db import connection, transaction
+    from django.db.models import F
+
+    from memory_service.memories.models import Memory
+    from memory_service.retrieval import search as S
+    from memory_service.retrieval.lexical import lexical_query
+    from tenants.authentication import authenticate_token
+
+    if True:  # keeps the measured code's indentation
+        tenants = json.loads(stack.TOKENS_FILE.read_text())
+        specs = corpus.tenant_specs()
+        total = size
+        backend = S.get_backend()
+        items = measure.workload(specs, tenants, size, queries * 6, seed=778)
+        # the largest scopes: the hot user + hot repository of the biggest tenants
+        big = [i for i in items if i["class"] in ("big (10%)", "large (2-9%)")][:queries]
+        out: dict = {"corpus": total, "plans": {}, "lexical": {}}
+
+        def print(*parts, **_kwargs):  # noqa: A001
+            log(" ".join(str(p) for p in parts))
+
+        exact_sqls: list[dict] = []
+
+        # 1. k-NN variants per scope size: recall vs exact, warm timing (median of 3, round-robin), index used
+        pool = measure.workload(specs, tenants, size, queries * 12, seed=777)
+        by_bucket: dict = {}
+        for item in pool:
+            with transaction.atomic():
+                token = authenticate_token(item["token"])
+                n = (
+                    Memory.objects.for_tenant(token.tenant)
+                    .filter(S.scope_filter(token=token, user=item["user"], repository=item["repository"], session=""))
+                    .count()
+                )
+            bucket = (
+                "a ≤200"
+                if n <= 200
+                else "b 201-2k"
+                if n <= 2000
+                else "c 2k-10k"
+                if n <= 10_000
+                else "d 10k-20k"
+                if n <= 20_000
+                else "e >20k"
+            )
+            if len(by_bucket.setdefault(bucket, [])) < per_bucket:
+                by_bucket[bucket].append((item, n))
+        variants = [("exact (+0)", "exact", None, False), ("planner choice, ef=100 relaxed", "hnsw", 100, False)]
+        variants += [(f"HNSW forced, ef={ef} relaxed", "hnsw", ef, True) for ef in (40, 100, 200, 400)]
+
+        def run_variant(item, vector, order, ef, force, explain=False):
+            with transaction.atomic():
+                token = authenticate_token(item["token"])
+                with connection.cursor() as cur:
+                    if ef:
+                        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                        cur.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                    if force:
+                        cur.execute("SET LOCAL enable_sort = off")  # only the HNSW index gives the order
+                scoped = Memory.objects.for_tenant(token.tenant).filter(
+                    S.scope_filter(token=token, user=item["user"], repository=item["repository"], session="")
+                )
+                qs = measure._dense_qs(scoped, token, vector, backend)
+                qs = qs.order_by(F("distance") + 0) if order == "exact" else qs.order_by("distance")
+                qs = qs.values_list("memory_id", "distance")[: S.CANDIDATES]
+                if order == "exact" and not explain and _round_zero[0]:
+                    sql0, params0 = qs.query.sql_with_params()
+                    exact_sqls.append(
+                        {
+                            "class": "vector k-NN",
+                            "hnsw": False,
+                            "sql": sql0,
+                            "params": params0,
+                            "ms": 0.0,
+                            "scope_rows": _round_zero[1],
+                        }
+                    )
+                if explain:
+                    sql, params = qs.query.sql_with_params()
+                    with connection.cursor() as cur:
+                        cur.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql, params)
+                        return "\n".join(r[0] for r in cur.fetchall())
+                t = time.perf_counter()
+                rows = list(qs)
+                return (time.perf_counter() - t) * 1000, sorted(rows, key=lambda r: r[1])
+
+        knn: dict = {}
+        _round_zero = [False, 0]
+        for bucket, members in sorted(by_bucket.items()):
+            stats = {name: {"ms": [], "recall": [], "hnsw_used": 0} for name, *_ in variants}
+            for item, n in members:
+                vector = backend.embed_query(item["query"])
+                timings = {name: [] for name, *_ in variants}
+                found = {}
+                for _round in range(3):
+                    _round_zero[:] = [_round == 0, n]
+                    for name, order, ef, force in variants:
+                        ms, rows = run_variant(item, vector, order, ef, force)
+                        timings[name].append(ms)
+                        found[name] = rows
+                exact = found["exact (+0)"]
+                for name, order, ef, force in variants:
+                    stats[name]["ms"].append(statistics.median(timings[name]))
+                    rec = measure._recall(found[name], exact)
+                    if rec is not None:
+                        stats[name]["recall"].append(rec)
+                    plan = run_variant(item, vector, order, ef, force, explain=True)
+                    stats[name]["hnsw_used"] += "memory_embedding_usem3_hnsw" in plan
+                    key = f"{bucket} | {name}"
+                    if key not in out["plans"] and name in (
+                        "exact (+0)",
+                        "planner choice, ef=100 relaxed",
+                        "HNSW forced, ef=100 relaxed",
+                    ):
+                        out["plans"][key] = re.sub(r"'\[[^\]]{200,}\]'", "'[…512 floats…]'", plan)
+            knn[bucket] = {"queries": len(members), "scope_rows": [n for _, n in members]}
+            for name, st in stats.items():
+                knn[bucket][name] = {
+                    "ms": measure.summary(st["ms"]),
+                    "recall": round(statistics.fmean(st["recall"]), 4) if st["recall"] else None,
+                    "recall_min": round(min(st["recall"]), 2) if st["recall"] else None,
+                    "hnsw_index_used": f"{st['hnsw_used']}/{len(members)}",
+                }
+            print(bucket, json.dumps(knn[bucket]), flush=True)
+        out["knn"] = knn
+        if plain_owner_url:
+            print("STORAGE PLAIN copy vs the real table, exact (+0) k-NN of the same queries")
+            for cap in exact_sqls:  # biggest scopes first
+                cap["ms"] = cap["scope_rows"]
+            out["storage_plain"] = measure.plain_storage_comparison(
+                plain_owner_url, exact_sqls, limit=len(exact_sqls), max_seconds=300
+            )
+            print(out["storage_plain"])
+
+        # 2. lexical variants on the largest scopes
+        series = {
+            k: []
+            for k in (
+                "app: all terms, ts_rank_cd",
+                "no stop words, ts_rank_cd",
+                "all terms, ts_rank",
+                "no stop words, ts_rank",
+            )
+        }
+        matches = {"all terms": [], "no stop words": []}
+        for item in big:
+            raw = lexical_query(item["query"])
+            for name in series:
+                query_text = stripped_query(raw) if name.startswith("no stop") else raw
+                if not query_text:
+                    continue
+                with transaction.atomic():
+                    token = authenticate_token(item["token"])
+                    scoped = Memory.objects.for_tenant(token.tenant).filter(
+                        S.scope_filter(token=token, user=item["user"], repository=item["repository"], session="")
+                    )
+                    query = SearchQuery(query_text, search_type="raw", config="simple")
+                    rows = (
+                        scoped.filter(search_vector=query)
+                        .annotate(
+                            rank=SearchRank(
+                                F("search_vector"), query, cover_density="ts_rank_cd" in name, normalization=1
+                            )
+                        )
+                        .order_by("-rank")
+                        .values_list("id", "rank")[: S.CANDIDATES]
+                    )
+                    t = time.perf_counter()
+                    list(rows)
+                    series[name].append((time.perf_counter() - t) * 1000)
+                    if name.endswith("ts_rank_cd"):
+                        key = "no stop words" if name.startswith("no stop") else "all terms"
+                        matches[key].append(scoped.filter(search_vector=query).count())
+        out["lexical"] = {name: measure.summary(v) for name, v in series.items()}
+        out["lexical_matches"] = {name: measure.summary([float(x) for x in v]) for name, v in matches.items()}
+        out["lexical_scope_rows"] = "hot scopes of the big and large tenants"
+        print(json.dumps(out["lexical"], indent=1), json.dumps(out["lexical_matches"], indent=1), flush=True)
+        return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, required=True, help="corpus size loaded (10000, 100000, 1000000)")
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--per-bucket", type=int, default=6)
+    parser.add_argument("--plain", action="store_true", help="also compare a STORAGE PLAIN copy of the vectors")
+    parser.add_argument("--profile", type=int, default=0, help="also profile N REST searches through the ASGI app")
+    args = parser.parse_args()
+    env = stack.start_database()
+    try:
+        stack.setup_django()
+        out = measure_alternatives(
+            size=args.size,
+            queries=args.queries,
+            per_bucket=args.per_bucket,
+            log=lambda m: print(m, flush=True),
+            plain_owner_url=env["owner_url"] if args.plain else "",
+        )
+        if args.profile:
+            from bench.perf import profile_request
+
+            out["asgi_profile"] = profile_request.measure(size=args.size, requests=args.profile)
+            print({k: v for k, v in out["asgi_profile"].items() if k != "profile_top_cumulative"}, flush=True)
+        out["command"] = (
+            "cd /work/main && BENCH_APP_DIR="
+            + os.environ.get("BENCH_APP_DIR", "")
+            + " .venv/bin/python -m bench.perf.alternatives "
+            + " ".join(sys.argv[1:])
+        )
+        results_file = stack.BASE_DIR / "bench" / "perf" / "results.json"
+        results = json.loads(results_file.read_text())
+        results.setdefault("alternatives", {})[str(args.size)] = out
+        results_file.write_text(json.dumps(results, indent=1, default=str))
+    finally:
+        if env["pg_started"]:
+            from django.db import connections
+
+            connections.close_all()
+            stack.stop_database()
+
+
+if __name__ == "__main__":
+    main()

