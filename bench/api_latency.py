@@ -134,6 +134,8 @@ def main() -> None:
         seeded_s = time.perf_counter() - started
         from django.db import connections
 
+        with connections["admin"].cursor() as cursor:
+            cursor.execute("ANALYZE")  # fresh statistics after the load, as after any bulk import
         connections.close_all()
         for connection in connections.all():
             connection.close_pool()
@@ -156,7 +158,8 @@ def main() -> None:
         f"Command: `.venv/bin/python bench/api_latency.py --memories {args.memories} --requests {args.requests}` — "
         f"{datetime.now():%Y-%m-%d}, {os.cpu_count()} cores. One tenant, {args.memories} embedded memories over 4 "
         f"repositories (seeded through the write path with masking in {seeded_s:.0f} s); one uvicorn process; "
-        "sequential warm requests from a second process on loopback (20 warm-up requests excluded).",
+        "ANALYZE after the load; sequential warm requests from a second process on loopback (20 warm-up "
+        "requests excluded).",
         "",
         "| interface | requests | p50 ms | p95 ms | p99 ms |",
         "|---|---|---|---|---|",

@@ -110,10 +110,15 @@ DATABASES = {
 }
 # A connection pool per process: under ASGI every request runs in a thread of its own, so
 # persistent connections (CONN_MAX_AGE) would be opened anew for each request.
+DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 for _alias in DATABASES.values():
     _alias["CONN_MAX_AGE"] = 0
-    _alias.setdefault("OPTIONS", {})["pool"] = {"min_size": 1, "max_size": DB_POOL_MAX_SIZE, "timeout": 10}
+    _alias.setdefault("OPTIONS", {})["pool"] = {
+        "min_size": DB_POOL_MIN_SIZE,
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": 10,
+    }
 # One transaction per request: the tenant is set for row-level security inside it.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DATABASE_ROUTERS = ["tenants.routers.TenantDatabaseRouter"]
