@@ -111,8 +111,11 @@ def _dense_candidates(*, scoped: QuerySet, token: ApiToken, vector, backend: Emb
     # Cast to the model's dimension: this is the expression its partial HNSW index is built on.
     distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
     rows = MemoryEmbedding.objects.for_tenant(token.tenant).filter(model=backend.model_id, memory__in=scoped)
-    threshold = _hnsw_threshold(backend)
-    use_hnsw = scoped[: threshold + 1].count() > threshold
+    # Most scopes are small: the capped count settles it without asking how big the table is.
+    use_hnsw = scoped[: EXACT_SCAN_MAX_ROWS + 1].count() > EXACT_SCAN_MAX_ROWS
+    if use_hnsw:
+        threshold = _hnsw_threshold(backend)
+        use_hnsw = threshold == EXACT_SCAN_MAX_ROWS or scoped[: threshold + 1].count() > threshold
     if use_hnsw:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
