@@ -18,6 +18,7 @@ from audit.services import audit_event_record
 from audit.verify import verify_tenant_chain
 from tenants.admin_site import ReadOnlyAdmin
 from tenants.models import Tenant
+from tenants.services import admin_actor
 
 
 class TenantFilter(admin.SimpleListFilter):
@@ -43,7 +44,7 @@ class ActorFilter(admin.SimpleListFilter):
 
 
 def _admin_actor(request) -> str:
-    return f"admin:{request.user.username}"
+    return admin_actor(request.user)
 
 
 def _record(request, *, action: Action, tenant_ids, resource_type: str, details: dict, resource_ids=()) -> None:

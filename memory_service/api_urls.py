@@ -7,4 +7,5 @@ urlpatterns = [
     path("", include("memory_service.memories.api.urls")),
     path("", include("memory_service.session_context.api.urls")),
     path("", include("audit.api.urls")),
+    path("", include("proposals.api.urls")),
 ]

@@ -59,6 +59,22 @@ class ConflictError(ApplicationError):
     default_message = "The request conflicts with the current state."
 
 
+class PreconditionFailedError(ApplicationError):
+    """``If-Match`` names a version that is no longer current."""
+
+    code = "precondition_failed"
+    http_status = 412
+    default_message = "The resource changed since you read it."
+
+
+class PreconditionRequiredError(ApplicationError):
+    """A change that could overwrite someone else's needs ``If-Match``."""
+
+    code = "precondition_required"
+    http_status = 428
+    default_message = "Send If-Match with the current ETag."
+
+
 class PayloadTooLargeError(ApplicationError):
     code = "too_large"
     http_status = 413

@@ -3,7 +3,7 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 
 from tenants.admin_site import ReadOnlyAdmin
 from tenants.models import ApiToken, Tenant, User
-from tenants.services import token_revoke
+from tenants.services import admin_actor, token_revoke
 
 
 @admin.register(Tenant)
@@ -35,7 +35,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     def revoke_tokens(self, request, queryset):
         tokens = list(queryset)
         for token in tokens:
-            token_revoke(tenant=token.tenant, actor=f"admin:{request.user.username}", token=token)
+            token_revoke(tenant=token.tenant, actor=admin_actor(request.user), token=token)
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
 
     def has_change_permission(self, request, obj=None):

@@ -25,6 +25,11 @@ def actor_of(token: ApiToken) -> str:
     return f"token:{token.prefix}:{token.name}"
 
 
+def admin_actor(user) -> str:
+    """How a person using the admin appears in the audit."""
+    return f"admin:{user.username}"
+
+
 @dataclass(frozen=True)
 class IssuedToken:
     """A token just created. ``raw`` is the only copy of the secret: show it once."""

@@ -1,0 +1,152 @@
+"""REST interface onto the AGENTS.md and proposal services: validate → call → serialize."""
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory_service.exceptions import ValidationError
+from memory_service.memories.api.serializers import StrictSerializer
+from memory_service.pagination import ApiCursorPagination
+from proposals.models import ProposalStatus
+from proposals.selectors import agents_md_current, proposal_get, proposal_list
+from proposals.services import agents_md_import, proposal_file
+from tenants.identifiers import IDENTIFIER_RE
+from tenants.models import Permission
+from tenants.services import actor_of
+
+
+class MarkdownParser(BaseParser):
+    """A raw ``text/markdown`` (or ``text/plain``) body, decoded as UTF-8."""
+
+    media_type = "text/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            return stream.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError("The body is not valid UTF-8.", fields={"text": ["Not UTF-8."]}) from exc
+
+
+class AgentsMdVersionSerializer(serializers.Serializer):
+    repository = serializers.CharField(source="document.repository")
+    version = serializers.IntegerField(source="number")
+    etag = serializers.CharField()
+    sha256 = serializers.CharField()
+    source = serializers.CharField()
+    created_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class AgentsMdApi(APIView):
+    """``GET`` the current AGENTS.md as markdown with its ETag; ``PUT`` imports a new one
+    (``admin``; ``If-Match`` with the current ETag once a document exists)."""
+
+    parser_classes = [MarkdownParser, JSONParser]
+
+    @property
+    def required_permission(self):
+        return Permission.ADMIN if self.request.method == "PUT" else Permission.MEMORY_READ
+
+    @extend_schema(responses={(200, "text/markdown"): OpenApiResponse(str), 304: None})
+    def get(self, request, repository):
+        version = agents_md_current(token=request.auth, repository=repository)
+        if version.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
+            response = HttpResponse(status=status.HTTP_304_NOT_MODIFIED)
+        else:
+            response = HttpResponse(version.text, content_type="text/markdown; charset=utf-8")
+        response["ETag"] = version.etag
+        response["X-AgentsMd-Version"] = str(version.number)
+        return response
+
+    @extend_schema(
+        request={"text/markdown": str},
+        parameters=[OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=False)],
+        responses={200: AgentsMdVersionSerializer, 201: AgentsMdVersionSerializer},
+    )
+    def put(self, request, repository):
+        text = request.data
+        if isinstance(text, dict):  # JSON: {"text": "..."}
+            text = text.get("text")
+        if not isinstance(text, str):
+            raise ValidationError("Send the document as text/markdown.", fields={"text": ["Required."]})
+        result = agents_md_import(
+            tenant=request.auth.tenant,
+            actor=actor_of(request.auth),
+            repository=repository,
+            text=text,
+            if_match=request.headers.get("If-Match"),
+            token=request.auth,
+        )
+        first = result.created and result.version.number == 1
+        body = AgentsMdVersionSerializer(result.version).data | {"changed": result.created, "pii": result.pii}
+        response = Response(body, status=status.HTTP_201_CREATED if first else status.HTTP_200_OK)
+        response["ETag"] = result.version.etag
+        return response
+
+
+class ProposalOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    repository = serializers.CharField()
+    section = serializers.CharField()
+    addition = serializers.CharField()
+    reasoning = serializers.CharField()
+    status = serializers.CharField()
+    filed_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    decision_note = serializers.CharField()
+    version = serializers.IntegerField(source="version.number", allow_null=True, default=None)
+
+
+class ProposalListApi(APIView):
+    """``POST`` files a proposal (``proposals:write``); ``GET`` lists the proposals this token
+    filed, with their status (an ``admin`` token sees the tenant's)."""
+
+    class InputSerializer(StrictSerializer):
+        repository = serializers.CharField(max_length=128)
+        section = serializers.CharField(max_length=200)
+        addition = serializers.CharField(max_length=2000, trim_whitespace=False)
+        reasoning = serializers.CharField(max_length=4000, trim_whitespace=False)
+
+    class FilterSerializer(serializers.Serializer):
+        repository = serializers.RegexField(IDENTIFIER_RE, required=False)
+        status = serializers.ChoiceField(choices=ProposalStatus.choices, required=False)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
+        cursor = serializers.CharField(required=False)
+
+    @property
+    def required_permission(self):
+        return Permission.PROPOSALS_WRITE if self.request.method == "POST" else Permission.MEMORY_READ
+
+    @extend_schema(parameters=[FilterSerializer], responses=ProposalOutputSerializer(many=True))
+    def get(self, request):
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        paginator = ApiCursorPagination()
+        queryset = proposal_list(token=request.auth, filters=filters.validated_data).select_related("version")
+        page = paginator.paginate_queryset(queryset, request, self)
+        return paginator.get_paginated_response(ProposalOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: ProposalOutputSerializer, 200: OpenApiResponse(ProposalOutputSerializer, "merged")},
+    )
+    def post(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = proposal_file(token=request.auth, **data.validated_data)
+        body = ProposalOutputSerializer(result.proposal).data | {"merged": not result.created, "pii": result.pii}
+        return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
+
+
+class ProposalDetailApi(APIView):
+    """One proposal this token filed (any of the tenant's for an ``admin`` token)."""
+
+    required_permission = Permission.MEMORY_READ
+
+    @extend_schema(responses=ProposalOutputSerializer)
+    def get(self, request, proposal_id):
+        return Response(ProposalOutputSerializer(proposal_get(token=request.auth, proposal_id=proposal_id)).data)

@@ -1,0 +1,96 @@
+"""Every read of AGENTS.md documents and proposals. Queries start from ``for_tenant``."""
+
+import uuid
+from datetime import date
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from memory_service.exceptions import NotFoundError, ValidationError
+from memory_service.memories.selectors import check_repository_binding
+from proposals.markdown import DiffLine, diff_lines, insert_addition, parse_section
+from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal
+from tenants.identifiers import validate_identifier
+from tenants.models import ApiToken, Permission, Tenant
+
+
+def agents_md_latest(*, tenant: Tenant, document: AgentsDocument) -> AgentsDocumentVersion | None:
+    """The newest version of ``document``, or None before the first."""
+    return AgentsDocumentVersion.objects.for_tenant(tenant).filter(document=document).order_by("-number").first()
+
+
+def agents_md_current(*, token: ApiToken, repository: str) -> AgentsDocumentVersion:
+    """The current AGENTS.md of a repository the token may touch; NotFoundError if it has none."""
+    validate_identifier(repository, field="repository")
+    check_repository_binding(token=token, repository=repository)
+    version = (
+        AgentsDocumentVersion.objects.for_tenant(token.tenant)
+        .filter(document__repository=repository)
+        .select_related("document")
+        .order_by("-number")
+        .first()
+    )
+    if version is None:
+        raise NotFoundError("This repository has no AGENTS.md yet.")
+    return version
+
+
+def agents_md_versions(*, tenant: Tenant, repository: str) -> QuerySet[AgentsDocumentVersion]:
+    """Every version of a repository's AGENTS.md, newest first."""
+    return (
+        AgentsDocumentVersion.objects.for_tenant(tenant)
+        .filter(document__repository=repository)
+        .select_related("document")
+        .order_by("-number")
+    )
+
+
+def proposal_list(*, token: ApiToken, filters: dict) -> QuerySet[Proposal]:
+    """Proposals the token filed (every proposal of the tenant for an ``admin`` token), newest first.
+
+    ``filters`` may hold repository and status.
+    """
+    check_repository_binding(token=token, repository=filters.get("repository"))
+    queryset = Proposal.objects.for_tenant(token.tenant)
+    if not token.has_permission(Permission.ADMIN):
+        queryset = queryset.filter(filer_tokens__contains=[token.prefix])
+    if token.repositories:
+        queryset = queryset.filter(repository__in=token.repositories)
+    for name in ("repository", "status"):
+        if filters.get(name):
+            queryset = queryset.filter(**{name: filters[name]})
+    return queryset.order_by("-created_at", "-id")
+
+
+def proposal_get(*, token: ApiToken, proposal_id) -> Proposal:
+    """A proposal the token may list; NotFoundError if missing, another tenant's or not its own."""
+    try:
+        proposal_id = uuid.UUID(str(proposal_id))
+    except ValueError as exc:
+        raise ValidationError("'id' is not a valid proposal id.", fields={"id": ["Not a UUID."]}) from exc
+    proposal = proposal_list(token=token, filters={}).filter(id=proposal_id).first()
+    if proposal is None:
+        raise NotFoundError("No such proposal.")
+    return proposal
+
+
+def proposal_preview(*, proposal: Proposal, on: date | None = None) -> tuple[str, str, list[DiffLine]]:
+    """AGENTS.md before and after approving ``proposal`` now (or, once approved, around the version
+    it produced), and the diff between them. Runs in the caller's tenant context; writes nothing.
+    """
+    if proposal.version_id:
+        after_version = proposal.version
+        before_version = (
+            AgentsDocumentVersion.objects.for_tenant(proposal.tenant)
+            .filter(document_id=after_version.document_id, number=after_version.number - 1)
+            .first()
+        )
+        before = before_version.text if before_version else ""
+        return before, after_version.text, diff_lines(before, after_version.text)
+    document = AgentsDocument.objects.for_tenant(proposal.tenant).filter(repository=proposal.repository).first()
+    current = agents_md_latest(tenant=proposal.tenant, document=document) if document else None
+    before = current.text if current else ""
+    after = insert_addition(
+        before, section=parse_section(proposal.section), addition=proposal.addition, on=on or timezone.localdate()
+    )
+    return before, after, diff_lines(before, after)
