@@ -148,6 +148,15 @@ class Memory(models.Model):
         return self.title or f"{self.kind} {self.id}"
 
 
+class ReviewQueueMemory(Memory):
+    """Raw memories waiting for a human (seed 004's raw → validated), as the admin's review queue."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "memory to review"
+        verbose_name_plural = "review queue"
+
+
 class Supersession(models.Model):
     """``new`` replaces ``old`` wholly, or in part when ``partial``. Status is derived from these."""
 

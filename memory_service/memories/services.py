@@ -41,6 +41,7 @@ from memory_service.memories.models import (
 from memory_service.memories.selectors import memory_get, resolve_where
 from memory_service.retrieval.lexical import lexical_document
 from memory_service.session_context.services import refresh_after_write
+from tenants.context import tenant_context
 from tenants.identifiers import IDENTIFIER_RE, validate_identifier
 from tenants.models import ApiToken
 from tenants.services import actor_of
@@ -411,7 +412,7 @@ def memory_supersede(*, token: ApiToken, memory_id, by_id, partial: bool = False
 
 def memory_promote(*, tenant, actor: str, memory: Memory) -> Memory:
     """raw → validated: a human vouches for the memory (admin token or admin review queue)."""
-    with transaction.atomic():
+    with tenant_context(tenant.id):
         updated = (
             Memory.objects.for_tenant(tenant)
             .filter(id=memory.id, confidence=Confidence.RAW)
@@ -423,6 +424,28 @@ def memory_promote(*, tenant, actor: str, memory: Memory) -> Memory:
             )
         memory.refresh_from_db()
     return memory
+
+
+def memory_reject(*, tenant, actor: str, memory: Memory) -> None:
+    """A reviewer judged a raw memory wrong: it is deleted (audited as ``delete``, reason ``review``).
+
+    A memory already validated or already gone is a 409: someone else reviewed it first.
+    """
+    with tenant_context(tenant.id):
+        memory = Memory.objects.for_tenant(tenant).select_for_update().filter(id=memory.id).first()
+        if memory is None or memory.confidence != Confidence.RAW:
+            raise ConflictError("This memory was already reviewed.", fields={"confidence": ["Not raw."]})
+        audit_event_record(
+            tenant=tenant,
+            actor=actor,
+            action=Action.DELETE,
+            resource_type="memory",
+            resource_ids=[memory.id],
+            details={"scope": memory.scope, "kind": memory.kind, "author": user_pseudonym(memory.author),
+                     "reason": "review"},
+        )  # fmt: skip
+        refresh_after_write(memory)
+        memory.delete()
 
 
 def session_note_write(
