@@ -14,6 +14,7 @@ from memory_service.memories.selectors import decision_list, memory_statuses
 from memory_service.memories.services import memory_create, memory_supersede, session_note_write
 from memory_service.retrieval.search import memory_search
 from memory_service.session_context.services import session_context_for
+from proposals.services import proposal_file
 from tenants.models import Permission
 
 INSTRUCTIONS = """\
@@ -186,6 +187,28 @@ def build_server() -> MCPServer:
             return _item(old, memory_statuses(token=token, memories=[old])[old.id])
 
         return await call_with_token(Permission.MEMORY_WRITE, run)
+
+    @mcp.tool(annotations=WRITE)
+    async def propose_agents_md_update(
+        repository: Repository,
+        section: Annotated[str, Field(description='A "##" or "###" heading, e.g. "### Always"; a new one is created')],
+        addition: Annotated[str, Field(description="The line(s) to add under that heading")],
+        reasoning: Annotated[str, Field(description="Why: what went wrong or what the team settled")],
+    ) -> dict:
+        """Propose a rule for the repository's AGENTS.md when you learn a convention the whole team's
+        agents should follow. You cannot edit AGENTS.md: a human reviews the proposal and, if approved,
+        it is added under the heading marked 🤖 with the date. Filing the same addition again while it
+        is pending adds your support instead of a duplicate."""
+
+        def run(token):
+            result = proposal_file(
+                token=token, repository=repository, section=section, addition=addition, reasoning=reasoning
+            )
+            proposal = result.proposal
+            return {"id": str(proposal.id), "repository": proposal.repository, "section": proposal.section,
+                    "status": proposal.status, "merged": not result.created, "pii": result.pii}  # fmt: skip
+
+        return await call_with_token(Permission.PROPOSALS_WRITE, run)
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_decisions(

@@ -11,7 +11,8 @@ from tests.mcp.helpers import call, mcp_client
 
 pytestmark = [pytest.mark.django_db(transaction=True, databases=["default", "admin"])]
 
-TOOLS = {"search_memory", "add_note", "write_session_note", "get_session_context", "supersede_memory", "list_decisions"}
+TOOLS = {"search_memory", "add_note", "write_session_note", "get_session_context", "supersede_memory",
+         "propose_agents_md_update", "list_decisions"}  # fmt: skip
 ALL = ["memory:read", "memory:write", "proposals:write", "export", "admin"]
 
 
@@ -74,6 +75,27 @@ def test_it_calls_every_tool(live_server_url, acme):
     error, context = call(url, acme[1], "get_session_context", {"repository": "r1", "user": "u1", "session": "s1"})
     assert error is False and "## Current decisions" in context and "Use PostgreSQL" in context
     assert "step 1" in context and "Use MySQL" not in context
+
+
+def test_an_agent_proposes_an_agents_md_rule_it_cannot_write_and_others_never_see_it(live_server_url, acme, charlie):
+    url = f"{live_server_url}/mcp/"
+    proposal = {"repository": "web", "section": "### Always", "addition": "Run pnpm typecheck",
+                "reasoning": "Type errors reached CI; reported by bob@example.com"}  # fmt: skip
+    error, filed = call(url, acme[1], "propose_agents_md_update", proposal)
+    assert error is False and filed["status"] == "pending" and filed["merged"] is False
+    assert filed["pii"] == {"EMAIL_ADDRESS": 1}
+    error, again = call(url, acme[1], "propose_agents_md_update", proposal)
+    assert again["id"] == filed["id"] and again["merged"] is True
+    listed = client_for(acme[1]).get("/api/v1/proposals").json()["results"]
+    assert [p["id"] for p in listed] == [filed["id"]] and "bob@example.com" not in listed[0]["reasoning"]
+    assert client_for(charlie[1]).get(f"/api/v1/proposals/{filed['id']}").status_code == 404
+    assert client_for(acme[1]).get("/api/v1/repositories/web/agents-md").status_code == 404
+
+    reader = make_token(acme[0], name="reader", permissions=["memory:read", "memory:write"]).raw
+    error, message = call(url, reader, "propose_agents_md_update", proposal)
+    assert error is True and "proposals:write" in str(message)
+    error, message = call(url, acme[1], "propose_agents_md_update", proposal | {"section": "# Top"})
+    assert error is True and "section" in str(message)
 
 
 def test_it_offers_the_session_context_as_a_resource(live_server_url, acme):
