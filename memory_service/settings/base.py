@@ -253,6 +253,9 @@ EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
 EMBEDDING_DIMENSION = env.int("EMBEDDING_DIMENSION", default=0)
 EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
 EMBEDDING_TIMEOUT = env.float("EMBEDDING_TIMEOUT", default=10.0)
+# An embedding task also claims up to this many other pending memories of its tenant, so a burst
+# of writes is embedded in batches (0: each task embeds only the memories it was queued for).
+EMBEDDING_TASK_BATCH = env.int("EMBEDDING_TASK_BATCH", default=256)
 
 # Tokens: how often `last_used_at` is refreshed (a write per request would be wasteful).
 TOKEN_LAST_USED_RESOLUTION_SECONDS = 60
