@@ -214,7 +214,8 @@ def main() -> None:
         "## Write path: audit cost and write-to-searchable",
         "",
         f"Command: `.venv/bin/python bench/write_path.py --rate {args.rate:g} --seconds {args.seconds:g} "
-        f"--samples {args.samples} --web-workers {args.web_workers}` — {datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores, load average "
+        f"--samples {args.samples} --web-workers {args.web_workers}` — {datetime.now():%Y-%m-%d %H:%M}, "
+        f"{os.cpu_count()} cores, load average "
         f"{load_before[0]:.1f} before and {load_after[0]:.1f} after (the machine is shared).",
         "",
         "### Cost of auditing (in process, same run, alternating blocks of 25)",
@@ -247,7 +248,8 @@ def main() -> None:
         )
     report += [
         "",
-        f"{args.web_workers} uvicorn process(es) and one Celery worker (concurrency 2) on the same 2 cores as PostgreSQL; "
+        f"{args.web_workers} uvicorn process(es) and one Celery worker (concurrency 2) on the same 2 cores as "
+        "PostgreSQL; "
         "24 client threads in this process send the writes on schedule.",
         "",
     ]
