@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "memory_service.middleware.RequestLogMiddleware",
     "memory_service.middleware.RequestSizeLimitMiddleware",
     "memory_service.middleware.RateLimitMiddleware",
+    "memory_service.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -114,6 +115,8 @@ DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 for _alias in DATABASES.values():
     _alias["CONN_MAX_AGE"] = 0
+    # The pool checks a connection before lending it: after a database restart no request gets a dead one.
+    _alias["CONN_HEALTH_CHECKS"] = True
     _alias.setdefault("OPTIONS", {})["pool"] = {
         "min_size": DB_POOL_MIN_SIZE,
         "max_size": DB_POOL_MAX_SIZE,
@@ -175,7 +178,17 @@ CELERY_BEAT_SCHEDULE = {
 }
 # A write must succeed while the broker is down: publishing gives up fast and the sweep catches up.
 CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0, "socket_timeout": 2.0, "max_retries": 0}
+BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 1.0,
+    "socket_timeout": 2.0,
+    "max_retries": 0,
+    # A task whose worker died unacknowledged (acks_late) is delivered again after this many seconds;
+    # it must exceed the longest task's run time. Workers look for such tasks every few seconds.
+    "visibility_timeout": BROKER_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": min(10, max(1, BROKER_VISIBILITY_TIMEOUT // 2)),
+    "unacked_restore_throttle": 1,
+}
 # A worker is considered alive when its heartbeat is younger than this.
 WORKER_HEARTBEAT_MAX_AGE = env.int("WORKER_HEARTBEAT_MAX_AGE", default=60)
 
