@@ -59,6 +59,14 @@ class ConflictError(ApplicationError):
     default_message = "The request conflicts with the current state."
 
 
+class GoneError(ApplicationError):
+    """Existed, and was removed for good (an expired or erased export archive)."""
+
+    code = "gone"
+    http_status = 410
+    default_message = "This resource is no longer available."
+
+
 class PayloadTooLargeError(ApplicationError):
     code = "too_large"
     http_status = 413

@@ -87,13 +87,26 @@ def database_url(alias: str) -> str:
     return f"postgres://{s['USER']}:{quote(s['PASSWORD'], safe='')}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
-@pytest.fixture(scope="module")
-def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real Celery worker process on the test broker and the test database, for one test module.
+WORKER_QUEUES = "celery,exports"
 
-    Queued messages left by earlier tests are purged first.
+
+def purge_queues() -> None:
+    """Drop messages queued by earlier tests, on every queue the test workers consume."""
+    from memory_service.celery import app
+
+    with app.connection_for_write() as connection:
+        for queue in WORKER_QUEUES.split(","):
+            connection.default_channel.queue_purge(queue)
+
+
+def start_worker_process(*, name: str, extra_env: dict | None = None, concurrency: int = 2, new_session: bool = False):
+    """Start a Celery worker process on the test broker and database (every queue); returns it once
+    it answers a ping. ``new_session`` puts it in its own process group (to kill it with its children).
+
+    Call with the database unblocked (for the URLs of the test database).
     """
     import os
+    import socket
     import subprocess
     import sys
     import time
@@ -101,22 +114,38 @@ def celery_worker_process(django_db_setup, django_db_blocker):
 
     from memory_service.celery import app
 
-    app.control.purge()
-    with django_db_blocker.unblock():
-        env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
+    env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
+    env |= extra_env or {}
     log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "worker.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@%h"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "INFO",
-             "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+             "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-Q", WORKER_QUEUES,
+             "--hostname", hostname],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=new_session,
         )  # fmt: skip
+    deadline = time.monotonic() + 60
+    destination = [hostname.replace("%h", socket.gethostname())]
+    while not app.control.ping(destination=destination, timeout=0.5):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the test worker did not start; see {log_path}")
+    return process
+
+
+@pytest.fixture(scope="module")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker process on the test broker and the test database, for one test module,
+    consuming every queue (``celery``, ``exports``).
+
+    Queued messages left by earlier tests are purged first.
+    """
+    purge_queues()
+    with django_db_blocker.unblock():
+        process = start_worker_process(name="test")
     try:
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=0.5):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the test worker did not start; see {log_path}")
         yield process
     finally:
         process.terminate()
