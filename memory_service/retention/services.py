@@ -13,12 +13,14 @@ from django.utils import timezone
 
 from audit.models import Action
 from audit.services import audit_event_record
+from memory_service.exceptions import ValidationError
 from memory_service.exports.services import export_archives_expire
 from memory_service.memories.removal import activity_purge, expired_session_memories_purge
 from tenants.context import tenant_context
 from tenants.models import Tenant
 
 RETENTION_ACTOR = "system:retention"
+RETENTION_FIELDS = ("session_ttl_hours", "export_retention_hours", "activity_retention_days")
 
 
 @dataclass(frozen=True)
@@ -51,3 +53,18 @@ def tenant_retention_purge(*, tenant: Tenant, actor: str = RETENTION_ACTOR) -> P
                 details={"counts": asdict(counts)},
             )  # fmt: skip
     return counts
+
+
+def tenant_retention_set(*, tenant: Tenant, **periods) -> Tenant:
+    """Change a tenant's retention periods (``RETENTION_FIELDS``): a positive integer, or None to
+    fall back to the setting of the same name. Fields not given are left as they are."""
+    unknown = set(periods) - set(RETENTION_FIELDS)
+    if unknown:
+        raise ValidationError("Unknown retention field.", fields={name: ["Unknown field."] for name in unknown})
+    for name, value in periods.items():
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValidationError(f"'{name}' must be a positive integer.", fields={name: ["A positive integer."]})
+    with tenant_context(tenant.id):
+        Tenant.objects.filter(id=tenant.id).update(**periods)
+        tenant.refresh_from_db()
+    return tenant
