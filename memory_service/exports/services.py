@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 # Archives whose job is no longer ``succeeded`` are deleted by the retention sweep once this old
 # (younger ones may belong to a job finishing right now).
 ORPHAN_MIN_AGE_SECONDS = 3600
+REQUEUE_INTERVAL = timedelta(minutes=10)
 
 
 def export_user_for(*, token: ApiToken, user: str = "") -> str:
@@ -264,22 +265,30 @@ def export_job_fail(*, tenant_id, job_id, error: str) -> bool:
 
 
 def export_jobs_requeue_stale(*, tenant: Tenant) -> int:
-    """Queue again the jobs whose worker died (lease run out) or whose message was lost (queued
-    for longer than two leases); fail those out of attempts. Returns how many were queued."""
+    """Queue again the jobs whose worker died (lease run out: back to ``queued``) or whose message
+    was lost (queued for longer than two leases); fail those out of attempts. Returns how many
+    were queued. A job queued again is not queued anew for ``REQUEUE_INTERVAL`` (its message may
+    just be waiting behind a long export), so duplicates stay few; a duplicate is a no-op anyway."""
     now = timezone.now()
     lease = timedelta(seconds=settings.EXPORT_LEASE_SECONDS)
     queued = 0
     with tenant_context(tenant.id):
-        stale = ExportJob.objects.for_tenant(tenant).filter(
+        jobs = ExportJob.objects.for_tenant(tenant)
+        stale = jobs.filter(
             Q(status=ExportStatus.RUNNING, lease_expires_at__lt=now)
-            | Q(status=ExportStatus.QUEUED, created_at__lt=now - 2 * lease)
+            | (
+                Q(status=ExportStatus.QUEUED, created_at__lt=now - 2 * lease)
+                & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+            )
         )
-        for job in stale:
+        for job in stale.select_for_update(skip_locked=True):
             if job.status == ExportStatus.RUNNING and job.attempts >= settings.EXPORT_MAX_ATTEMPTS:
                 export_job_fail(tenant_id=tenant.id, job_id=job.id, error="AttemptsExhausted")
-            else:
-                _enqueue(job)
-                queued += 1
+                continue
+            # For a queued job, ``lease_expires_at`` is when the sweep may queue it again.
+            jobs.filter(id=job.id).update(status=ExportStatus.QUEUED, lease_expires_at=now + REQUEUE_INTERVAL)
+            _enqueue(job)
+            queued += 1
     return queued
 
 
