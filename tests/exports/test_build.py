@@ -14,7 +14,7 @@ from audit.models import AuditEvent
 from memory_service.exports.archive import verify_archive
 from memory_service.exports.models import ExportJob, ExportStatus, archive_dir
 from memory_service.exports.services import export_job_run
-from memory_service.memories.models import Memory
+from memory_service.memories.models import ActivityLog, Memory
 from memory_service.retention.services import tenant_retention_purge
 from memory_service.retention.tasks import retention_purge_task
 from tenants.context import tenant_context
@@ -90,6 +90,9 @@ def test_it_purges_expired_session_memories_and_archives_with_one_audited_purge(
     make_memories(tenant, 3, prefix="live", scope="session", session="s2", user="u1", repository="",
                   expires_at=timezone.now() + timedelta(hours=1))  # fmt: skip
     make_memories(tenant, 2, prefix="repo")
+    with tenant_context(tenant.id):
+        ActivityLog.objects.create(tenant=tenant, operation="search", at=timezone.now() - timedelta(days=91))
+        ActivityLog.objects.create(tenant=tenant, operation="search", at=timezone.now() - timedelta(days=89))
     job_id = _start(client)
     job = export_job_run(tenant_id=tenant.id, job_id=job_id)
     assert job.expires_at - job.finished_at == timedelta(hours=72) and job.archive_path.is_file()
@@ -100,13 +103,15 @@ def test_it_purges_expired_session_memories_and_archives_with_one_audited_purge(
     with tenant_context(tenant.id):
         texts = sorted(Memory.objects.for_tenant(tenant).values_list("text", flat=True))
     assert len(texts) == 5 and not any(t.startswith("expired") for t in texts)
+    with tenant_context(tenant.id):
+        assert ActivityLog.objects.for_tenant(tenant).count() == 1
     assert not job.archive_path.exists() and job_row(tenant, job_id).status == ExportStatus.EXPIRED
     assert client.get(f"/api/v1/exports/{job_id}/download").status_code == 410
     assert client.get(f"/api/v1/exports/{job_id}").json()["status"] == "expired"
     purges = _events(tenant, action="purge")
     assert len(purges) == 1 and purges[0].actor == "system:retention"
     assert purges[0].details == {"counts": {"session_memories": 5, "embeddings": 0, "supersessions": 0,
-                                            "archives": 1, "activity": 0}}  # fmt: skip
+                                            "archives": 1, "activity": 1}}  # fmt: skip
     # Nothing left to purge: no further event.
     assert not tenant_retention_purge(tenant=tenant).any()
     assert len(_events(tenant, action="purge")) == 1
