@@ -2,7 +2,7 @@
 
 from dataclasses import asdict
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,9 +19,11 @@ class ErasureCreateApi(APIView):
 
     required_permission = Permission.ADMIN
 
+    @extend_schema_serializer(component_name="ErasureInput")
     class InputSerializer(StrictSerializer):
         user = serializers.CharField(max_length=128)
 
+    @extend_schema_serializer(component_name="ErasureCounts")
     class OutputSerializer(serializers.Serializer):
         user = serializers.CharField(help_text="The erased user's pseudonym, as the audit records it")
         memories = serializers.IntegerField()

@@ -2,7 +2,7 @@
 
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -36,9 +36,11 @@ class ExportCreateApi(APIView):
 
     required_permission = Permission.EXPORT
 
+    @extend_schema_serializer(component_name="ExportStartInput")
     class InputSerializer(StrictSerializer):
         user = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
 
+    @extend_schema_serializer(component_name="ExportStarted")
     class OutputSerializer(serializers.Serializer):
         id = serializers.UUIDField()
         status = serializers.ChoiceField(choices=ExportStatus.choices)
