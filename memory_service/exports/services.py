@@ -117,7 +117,8 @@ class _Heartbeat(threading.Thread):
         self.lost = False
         self._stopped = threading.Event()
         self._on_progress = on_progress
-        self.interval = max(0.2, settings.EXPORT_LEASE_SECONDS / 3)
+        # Progress shows every couple of seconds; the lease is renewed well before it runs out.
+        self.interval = max(0.2, min(2.0, settings.EXPORT_LEASE_SECONDS / 3))
 
     def add(self, rows: int) -> None:
         self.done += rows
@@ -169,7 +170,8 @@ def export_job_run(*, tenant_id, job_id, on_progress: Callable[[int, int], None]
     """Claim and build the job; the finished job, or None when it was not ours to build.
 
     Idempotent: a job already finished, or running under another live attempt, is left alone.
-    Reads run in one REPEATABLE READ transaction, so every file of the archive agrees.
+    Reads run in one REPEATABLE READ transaction, so every file of the archive agrees. Call it
+    outside any transaction: the claim must be committed for the heartbeat's connection to see it.
     """
     attempt = export_job_claim(tenant_id=tenant_id, job_id=job_id)
     if attempt is None:
