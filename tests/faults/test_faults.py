@@ -59,7 +59,7 @@ def test_writes_succeed_while_redis_is_down_and_the_sweep_embeds_them_once_it_is
         assert before.status_code == after.status_code == 201
     ids = [r.json()["id"] for r in (before, *during, after)]
 
-    with run_worker(env, hostname="faults-redis@localhost", broker_url=private_redis.url):
+    with run_worker(env, name="faults-redis", broker_url=private_redis.url):
         broker_app(private_redis.url).send_task("memory_service.embeddings.tasks.embed_pending_sweep")
         _wait_for(lambda: set(_statuses(tenant, ids)) == {"ready"}, what="the sweep to embed every write")
     with tenant_context(tenant.id):
@@ -76,7 +76,7 @@ def test_a_task_whose_worker_is_killed_runs_again_and_its_effect_happens_once(
         "REDIS_URL": private_redis.url, "CELERY_VISIBILITY_TIMEOUT": "3", "EMBEDDING_TASK_BATCH": "0",
     }  # fmt: skip
     broker = broker_app(private_redis.url)
-    with run_worker(env, hostname="faults-victim@localhost", broker_url=private_redis.url) as victim:
+    with run_worker(env, name="faults-victim", broker_url=private_redis.url) as victim:
         broker.send_task("memory_service.embeddings.tasks.embed_memories_task", args=[str(tenant.id), [memory_id]])
         assert fake_embedding_api.first_request.wait(30), "the task never called the embedder"
         os.killpg(victim.pid, signal.SIGKILL)  # the worker and its pool, mid-task
@@ -84,7 +84,7 @@ def test_a_task_whose_worker_is_killed_runs_again_and_its_effect_happens_once(
     assert _statuses(tenant, [memory_id]) == ["pending"]
     fake_embedding_api.release.set()
 
-    with run_worker(env, hostname="faults-heir@localhost", broker_url=private_redis.url):
+    with run_worker(env, name="faults-heir", broker_url=private_redis.url):
         _wait_for(lambda: _statuses(tenant, [memory_id]) == ["ready"], what="the task to run again")
         time.sleep(4)  # longer than the visibility timeout: a third delivery would show now
     assert fake_embedding_api.requests >= 2
