@@ -101,7 +101,7 @@ def purge_queues() -> None:
             connection.default_channel.queue_purge(queue)
 
 
-def _log_path(name: str):
+def log_file(name: str):
     import os
     from pathlib import Path
 
@@ -138,7 +138,7 @@ def start_worker_process(
         env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
     env = env | (extra_env or {})
     pinger = broker_app(broker_url) if broker_url else app
-    log_path = _log_path("worker.log")
+    log_path = log_file("worker.log")
     hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@localhost"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -183,7 +183,7 @@ def serve_app(env: dict):
         "DJANGO_SETTINGS_MODULE": "memory_service.settings.base",
         "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
     }
-    log_path = _log_path("web.log")
+    log_path = log_file("web.log")
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1",

@@ -5,7 +5,6 @@ import json
 
 import pytest
 from django.core.management import call_command
-from django.db import connections
 
 from audit.models import AuditEvent
 from audit.services import user_pseudonym
@@ -16,29 +15,11 @@ from memory_service.memories.models import Memory, MemoryEmbedding
 from tenants.context import tenant_context
 from tests.conftest import client_for
 from tests.factories import make_tenant, make_token
+from tests.scan import database_occurrences
 
 transactional = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
 ERASED = "erasable-user-7"
 MARKER = "quokkafest"
-
-
-def _occurrences(needle: str, *, skip: tuple[str, ...] = ()) -> list[str]:
-    """Every (table.column) holding ``needle`` in any text, varchar, array, json or tsvector column,
-    read as the schema owner (past RLS), like a scan of a pg_dump."""
-    found = []
-    with connections["admin"].cursor() as cursor:
-        cursor.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = 'public' AND data_type IN "
-            "('text', 'character varying', 'jsonb', 'json', 'ARRAY', 'tsvector')"
-        )
-        for table, column in cursor.fetchall():
-            if table in skip:
-                continue
-            cursor.execute(f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE %s', [f"%{needle}%"])
-            if cursor.fetchone()[0]:
-                found.append(f"{table}.{column}")
-    return found
 
 
 def _write(client, **body):
@@ -74,7 +55,7 @@ def test_it_erases_every_trace_of_the_users_text_and_the_archives_that_hold_it()
     for name, user in (("tenant", ""), ("erased", ERASED), ("other", "u2")):
         job_id = client.post("/api/v1/exports", {"user": user}, format="json").json()["id"]
         jobs[name] = export_job_run(tenant_id=tenant.id, job_id=job_id)
-    assert _occurrences(MARKER)  # the text is there before
+    assert database_occurrences(MARKER)  # the text is there before
 
     response = client.post("/api/v1/erasures", {"user": ERASED}, format="json")
     assert response.status_code == 200, response.content
@@ -83,8 +64,8 @@ def test_it_erases_every_trace_of_the_users_text_and_the_archives_that_hold_it()
         "session_contexts": 1, "archives": 2,
     }  # fmt: skip
 
-    assert _occurrences(MARKER) == []
-    assert _occurrences(ERASED, skip=("tenants_apitoken",)) == []  # a token's binding names its user
+    assert database_occurrences(MARKER) == []
+    assert database_occurrences(ERASED, skip=("tenants_apitoken",)) == []  # a token's binding names its user
     hits = client.post("/api/v1/search", {"query": f"{MARKER} lesson", "repository": "r1", "user": "u2"},
                        format="json").json()  # fmt: skip
     assert not {item["id"] for item in hits["items"]} & set(mine) and MARKER not in json.dumps(hits)
