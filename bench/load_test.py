@@ -24,7 +24,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack  # noqa: E402
+from bench._stack import bench_stack, write_section  # noqa: E402
 from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
 
 PORT = 8035
@@ -277,10 +277,7 @@ def main() -> None:
     ]
     if plotted:
         report += [f"![latency and throughput against concurrency](results/{png.name})", ""]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(report))
-    print("\n".join(report))
+    write_section(args.out, report)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack  # noqa: E402
+from bench._stack import bench_stack, write_section  # noqa: E402
 from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
 
 PORT = 8034
@@ -253,10 +253,7 @@ def main() -> None:
         "24 client threads in this process send the writes on schedule.",
         "",
     ]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(report))
-    print("\n".join(report))
+    write_section(args.out, report)
 
 
 if __name__ == "__main__":
