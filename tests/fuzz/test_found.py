@@ -7,6 +7,7 @@ import pytest
 from memory_service.memories.models import Memory
 from proposals.models import AgentsDocumentVersion
 from tenants.context import tenant_context
+from tests.fuzz.test_isolation import mcp_call
 from tests.fuzz.test_schema import _served_document
 
 pytestmark = pytest.mark.django_db
@@ -66,3 +67,41 @@ def test_the_schema_names_each_views_input_apart_and_documents_lists_and_errors(
     assert error == "#/components/schemas/Error"
     agents_md = document["paths"]["/api/v1/repositories/{repository}/agents-md"]["put"]["responses"]
     assert {"412", "428"} <= set(agents_md)
+
+
+def test_it_refuses_a_nul_character_in_a_markdown_import_with_400(api_client, tenant):
+    response = api_client.put(
+        "/api/v1/repositories/web/agents-md", data=b"# AGENTS\x00.md\n", content_type="text/markdown"
+    )
+    assert response.status_code == 400 and response.json()["error"]["fields"] == {
+        "text": ["NUL characters are not allowed."]
+    }
+    with tenant_context(tenant.id):
+        assert not AgentsDocumentVersion.objects.exists()
+
+
+def test_it_refuses_a_nul_character_in_a_metadata_value_with_400(api_client, tenant):
+    body = {"scope": "user", "user": "u1", "text": "deploy notes", "metadata": {"ticket": "OPS\x00-1"}}
+    response = api_client.post("/api/v1/memories", body, format="json")
+    assert response.status_code == 400 and set(response.json()["error"]["fields"]) == {"metadata"}
+    assert "OPS" not in response.content.decode()
+    with tenant_context(tenant.id):
+        assert not Memory.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "admin"])
+def test_an_mcp_note_with_a_nul_character_is_a_tool_error_not_a_crash(token, tenant):
+    is_error, message = mcp_call(token, "add_note", {"text": "restart\x00 workers", "repository": "r1"})
+    assert is_error is True and "NUL" in message
+    with tenant_context(tenant.id):
+        assert not Memory.objects.exists()
+
+
+def test_it_answers_404_for_a_token_prefix_with_a_nul_character(api_client):
+    assert api_client.post("/api/v1/tokens/ab%00cd/revoke").status_code == 404
+
+
+def test_it_answers_401_for_a_bearer_token_with_a_nul_character(tenant):
+    from tests.conftest import client_for
+
+    assert client_for("ab\x00cd.secret").get("/api/v1/memories").status_code == 401
