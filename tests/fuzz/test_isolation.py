@@ -355,11 +355,19 @@ class IsolationMachine(RuleBasedStateMachine):
             | ({"user": user} if user else {})
             | ({"repository": repository} if repository else {})
         )
-        response = self.send(actor, "put", f"/api/v1/sessions/{session}/notes/{name}", body)
-        assert response.status_code == status
+        if data.draw(st.booleans(), label="over MCP"):
+            is_error, payload = self.mcp(actor, "write_session_note", body | {"session": session, "name": name})
+            assert is_error == (status >= 400), payload
+            if not is_error:
+                assert payload["created"] == (status == 201)
+                memory = self.send(actor, "get", f"/api/v1/memories/{payload['id']}").json()
+        else:
+            response = self.send(actor, "put", f"/api/v1/sessions/{session}/notes/{name}", body)
+            assert response.status_code == status
+            memory = response.json()
         if status == 201:
-            self.notes[(actor.tenant, canary.user, session, name)] = response.json()["id"]
-            self.record_write(actor, response.json(), canary, marker)
+            self.notes[(actor.tenant, canary.user, session, name)] = memory["id"]
+            self.record_write(actor, memory, canary, marker)
         elif status == 200:
             self.memories[existing].marker = marker
 
@@ -381,11 +389,17 @@ class IsolationMachine(RuleBasedStateMachine):
         marker = self.marker(canary)
         self.filers[marker] = {actor.key}
         body = {"repository": repository, "section": "### Always", "addition": f"Check {marker}", "reasoning": marker}
-        response = self.send(actor, "post", "/api/v1/proposals", body)
-        forbidden = actor.repositories and repository not in actor.repositories
-        assert response.status_code == (403 if forbidden else 201)
-        if response.status_code == 201:
-            self.proposals[response.json()["id"]] = marker
+        forbidden = bool(actor.repositories) and repository not in actor.repositories
+        if data.draw(st.booleans(), label="over MCP"):
+            is_error, payload = self.mcp(actor, "propose_agents_md_update", body)
+            assert is_error == forbidden, payload
+            filed = None if is_error else payload["id"]
+        else:
+            response = self.send(actor, "post", "/api/v1/proposals", body)
+            assert response.status_code == (403 if forbidden else 201)
+            filed = response.json()["id"] if response.status_code == 201 else None
+        if filed:
+            self.proposals[filed] = marker
 
     @rule(data=st.data())
     def read_proposals(self, data):
