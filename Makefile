@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
+STAMP_BENCH := $(VENV)/.installed-bench
 
 .PHONY: run stop test lint format bench clean
 
@@ -24,6 +25,11 @@ $(STAMP_DEV): requirements/dev.txt requirements/embedded.txt requirements/base.t
 	$(PY) -m pip install --quiet --progress-bar off --no-deps -e .
 	@touch $@ $(STAMP_BASE)
 
+$(STAMP_BENCH): requirements/bench.txt $(STAMP_DEV)
+	@echo "==> Installing the pinned benchmark requirements (requirements/bench.txt)"
+	$(PY) -m pip install --quiet --progress-bar off -r requirements/bench.txt
+	@touch $@
+
 run: $(STAMP_BASE)
 	$(PY) -m memory_service.devstack run
 
@@ -40,6 +46,10 @@ $(CHROMIUM):
 
 test: $(STAMP_DEV) $(CHROMIUM)
 	$(PY) -m memory_service.devstack test $(PYTEST_ARGS)
+
+# Every benchmark at a size that fits a 2-core machine (about 40 min); figures in bench/RESULTS.md.
+bench: $(STAMP_BENCH)
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 lint: $(STAMP_DEV)
 	$(VENV)/bin/ruff check .

@@ -64,4 +64,14 @@ def _recreate_database(profile, values) -> None:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(name, sql.Identifier(devstack.OWNER_ROLE)))
 
 
-__all__ = ["bench_stack"]
+def write_section(path, lines: list[str]) -> None:
+    """Write a benchmark's RESULTS.md section to ``path`` (see bench/update_results.py) and print it."""
+    from pathlib import Path
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+__all__ = ["bench_stack", "write_section"]

@@ -22,7 +22,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack  # noqa: E402
+from bench._stack import bench_stack, write_section  # noqa: E402
 
 TOPICS = [
     "connection pool", "flaky test", "deploy", "migration", "cache", "rate limit", "feature flag", "CI",
@@ -166,10 +166,7 @@ def main() -> None:
         *rows,
         "",
     ]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(report))
-    print("\n".join(report))
+    write_section(args.out, report)
 
 
 if __name__ == "__main__":

@@ -8,4 +8,6 @@ urlpatterns = [
     path("", include("memory_service.session_context.api.urls")),
     path("", include("audit.api.urls")),
     path("", include("proposals.api.urls")),
+    path("", include("memory_service.exports.api.urls")),
+    path("", include("memory_service.erasure.api.urls")),
 ]

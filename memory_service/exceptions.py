@@ -7,6 +7,7 @@ echo submitted values: they may contain PII or secrets.
 import logging
 
 from django.core.exceptions import PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
@@ -75,10 +76,27 @@ class PreconditionRequiredError(ApplicationError):
     default_message = "Send If-Match with the current ETag."
 
 
+class GoneError(ApplicationError):
+    """Existed, and was removed for good (an expired or erased export archive)."""
+
+    code = "gone"
+    http_status = 410
+    default_message = "This resource is no longer available."
+
+
 class PayloadTooLargeError(ApplicationError):
     code = "too_large"
     http_status = 413
     default_message = "The request is too large."
+
+
+class ServiceUnavailableError(ApplicationError):
+    """A dependency the request needs (the database) does not answer; retrying later may succeed."""
+
+    code = "unavailable"
+    http_status = 503
+    default_message = "The service is briefly unavailable; retry shortly."
+    retry_after = 5
 
 
 class RateLimitedError(ApplicationError):
@@ -153,10 +171,13 @@ def error_for(exc) -> tuple[int, dict, dict] | None:
         exc = NotFoundError()
     elif isinstance(exc, PermissionDenied):
         exc = PermissionDeniedError()
+    elif isinstance(exc, (OperationalError, InterfaceError)):
+        logger.warning("database unavailable", extra={"error": type(exc).__name__})
+        exc = ServiceUnavailableError()
 
     if isinstance(exc, ApplicationError):
         code, message, status, fields = exc.code, exc.message, exc.http_status, exc.fields
-        if isinstance(exc, RateLimitedError):
+        if isinstance(exc, (RateLimitedError, ServiceUnavailableError)):
             headers["Retry-After"] = str(exc.retry_after)
     elif isinstance(exc, drf_exceptions.APIException):
         code, message, status, fields = _from_drf(exc)

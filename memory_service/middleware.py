@@ -1,11 +1,14 @@
-"""Request logging and size limits. Neither ever reads or logs a request body."""
+"""Request logging, size and rate limits, and the API's answer when the database is down.
+
+None of them ever reads or logs a request body."""
 
 import logging
 import time
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
-from memory_service.exceptions import PayloadTooLargeError, RateLimitedError, error_response
+from memory_service.exceptions import PayloadTooLargeError, RateLimitedError, error_for, error_response
 from memory_service.ratelimit import rate_limit_retry_after, token_prefix_from_header
 
 logger = logging.getLogger("memory_service.request")
@@ -71,3 +74,23 @@ class RateLimitMiddleware:
                 response["Retry-After"] = str(retry_after)
                 return response
         return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """An API request that finds the database down (restarting, unreachable, pool exhausted) gets
+    503 with ``Retry-After`` in the one error shape, not a 500; nothing was acknowledged."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not request.path.startswith("/api/") or not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        status, body, headers = error_for(exception)
+        response = error_response(body["error"]["code"], body["error"]["message"], status)
+        for name, value in headers.items():
+            response[name] = value
+        return response

@@ -1,7 +1,10 @@
 import uuid
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
@@ -46,12 +49,34 @@ class Tenant(models.Model):
     pii_mode = models.CharField(max_length=16, choices=PiiMode.choices, default=PiiMode.LABEL)
     pii_entities = ArrayField(models.CharField(max_length=32), blank=True, default=list)
     pii_require_ner = models.BooleanField(default=False)
+    # Retention (empty = the settings' default of the same name, upper-cased).
+    session_ttl_hours = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    export_retention_hours = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    activity_retention_days = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
 
     class Meta:
         ordering = ["slug"]
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def session_ttl(self) -> timedelta:
+        """How long session memories live after their last write."""
+        hours = self.session_ttl_hours if self.session_ttl_hours is not None else settings.SESSION_TTL_HOURS
+        return timedelta(hours=hours)
+
+    @property
+    def export_retention(self) -> timedelta:
+        """How long an export archive can be downloaded before it is deleted."""
+        hours = self.export_retention_hours
+        return timedelta(hours=hours if hours is not None else settings.EXPORT_RETENTION_HOURS)
+
+    @property
+    def activity_retention(self) -> timedelta:
+        """How long activity rows (search and write analytics) are kept."""
+        days = self.activity_retention_days
+        return timedelta(days=days if days is not None else settings.ACTIVITY_RETENTION_DAYS)
 
 
 class ApiTokenManager(BaseAPIKeyManager.from_queryset(TenantQuerySet)):

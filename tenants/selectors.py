@@ -4,6 +4,7 @@ They read under whatever context the caller runs in: a tenant context (RLS shows
 ``platform_context`` for operator tools.
 """
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from memory_service.exceptions import NotFoundError
@@ -16,6 +17,21 @@ def tenant_get_by_slug(*, slug: str) -> Tenant:
     if tenant is None:
         raise NotFoundError("No tenant with this slug.")
     return tenant
+
+
+def tenant_get(*, tenant_id) -> Tenant:
+    """The tenant with this id, inside its own tenant context; NotFoundError otherwise."""
+    tenant = Tenant.objects.filter(id=tenant_id).first()
+    if tenant is None:
+        raise NotFoundError("No such tenant.")
+    return tenant
+
+
+def tenant_active_ids() -> list[str]:
+    """Ids of every active tenant, for jobs that visit each (a function that may look past RLS)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT app_active_tenant_ids()")
+        return [str(row[0]) for row in cursor.fetchall()]
 
 
 def token_get(*, tenant: Tenant, prefix: str) -> ApiToken:

@@ -1,3 +1,5 @@
+from contextlib import contextmanager
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -87,65 +89,101 @@ def database_url(alias: str) -> str:
     return f"postgres://{s['USER']}:{quote(s['PASSWORD'], safe='')}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
-@pytest.fixture(scope="module")
-def celery_worker_process(django_db_setup, django_db_blocker):
-    """A real Celery worker process on the test broker and the test database, for one test module.
+WORKER_QUEUES = "celery,exports"
 
-    Queued messages left by earlier tests are purged first.
+
+def purge_queues() -> None:
+    """Drop messages queued by earlier tests, on every queue the test workers consume."""
+    from memory_service.celery import app
+
+    with app.connection_for_write() as connection:
+        for queue in WORKER_QUEUES.split(","):
+            connection.default_channel.queue_purge(queue)
+
+
+def log_file(name: str):
+    import os
+    from pathlib import Path
+
+    path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def broker_app(broker_url: str):
+    """A Celery client of another broker that never becomes the current app (tasks stay on ours)."""
+    from celery import Celery
+
+    return Celery(broker=broker_url, set_as_current=False)
+
+
+def start_worker_process(
+    *, name: str, extra_env: dict | None = None, concurrency: int = 2, env: dict | None = None,
+    broker_url: str | None = None,
+):  # fmt: skip
+    """Start a real Celery worker process consuming every queue; returns it once it answers a ping.
+
+    ``env`` defaults to this process's environment on the test database (call it with the
+    database unblocked then); ``broker_url`` is where it is pinged (the test broker by default).
+    The worker gets its own process group, so that a test can kill it with its pool processes.
     """
     import os
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     from memory_service.celery import app
 
-    app.control.purge()
-    with django_db_blocker.unblock():
+    if env is None:
         env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
-    log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "worker.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = env | (extra_env or {})
+    pinger = broker_app(broker_url) if broker_url else app
+    log_path = log_file("worker.log")
+    hostname = f"{name}-{os.getpid()}-{time.monotonic_ns()}@localhost"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "INFO",
-             "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", f"test-{os.getpid()}@%h"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+             "--concurrency", str(concurrency), "--without-gossip", "--without-mingle", "-Q", WORKER_QUEUES,
+             "--hostname", hostname],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not pinger.control.ping(destination=[hostname], timeout=0.5):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the test worker did not start; see {log_path}")
+    return process
+
+
+@contextmanager
+def run_worker(env: dict, *, name: str, broker_url: str | None = None):
+    """``start_worker_process`` for the duration of a block; the worker is stopped at the end."""
+    process = start_worker_process(name=name, env=env, broker_url=broker_url)
     try:
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=0.5):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the test worker did not start; see {log_path}")
         yield process
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def live_server_url(django_db_setup, django_db_blocker):
-    """The whole ASGI application (REST, MCP, admin) served by uvicorn on a free loopback port,
-    against the test database. Tests that use it write committed data (transaction=True)."""
-    import os
+@contextmanager
+def serve_app(env: dict):
+    """The whole ASGI application (REST, MCP, admin) under uvicorn on a free loopback port; yields its URL."""
     import socket
     import subprocess
     import sys
     import time
     import urllib.request
-    from pathlib import Path
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with django_db_blocker.unblock():
-        env = os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
-    env["DJANGO_SETTINGS_MODULE"] = "memory_service.settings.base"
-    env["PUBLIC_BASE_URL"] = f"http://127.0.0.1:{port}"
-    log_path = Path(os.environ.get("ENV_FILE", ".data/test/env")).parent / "logs" / "web.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The admin's assets, as production serves them (whitenoise, hashed names).
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], env=env, check=True)
+    env = env | {
+        "DJANGO_SETTINGS_MODULE": "memory_service.settings.base",
+        "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
+    }
+    log_path = log_file("web.log")
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1",
@@ -167,3 +205,37 @@ def live_server_url(django_db_setup, django_db_blocker):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def child_process_env(django_db_blocker) -> dict:
+    """The environment of a process started by a test: this process's, on the test database."""
+    import os
+
+    with django_db_blocker.unblock():
+        return os.environ | {"DATABASE_URL": database_url("default"), "ADMIN_DATABASE_URL": database_url("admin")}
+
+
+@pytest.fixture(scope="module")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker process on the test broker and the test database, for one test module,
+    consuming every queue (``celery``, ``exports``).
+
+    Queued messages left by earlier tests are purged first.
+    """
+    purge_queues()
+    with run_worker(child_process_env(django_db_blocker), name="test") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def live_server_url(django_db_setup, django_db_blocker):
+    """The whole ASGI application (REST, MCP, admin) served by uvicorn on a free loopback port,
+    against the test database. Tests that use it write committed data (transaction=True)."""
+    import subprocess
+    import sys
+
+    env = child_process_env(django_db_blocker) | {"DJANGO_SETTINGS_MODULE": "memory_service.settings.base"}
+    # The admin's assets, as production serves them (whitenoise, hashed names).
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], env=env, check=True)
+    with serve_app(env) as url:
+        yield url

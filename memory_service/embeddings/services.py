@@ -27,14 +27,37 @@ def pending_memory_ids(*, tenant_id: str, limit: int, model: str | None = None) 
     ]
 
 
+def claim_pending_memory_ids(*, tenant_id: str, memory_ids: list[str], extra: int) -> list[str]:
+    """Lock, for this transaction, those of ``memory_ids`` still pending plus up to ``extra`` other
+    pending memories of the tenant, oldest first. Rows another transaction holds are skipped: two
+    workers never embed the same memory at once, and nothing is lost (the holder embeds it).
+    """
+    pending = Memory.objects.filter(tenant_id=tenant_id, embedding_status=EmbeddingStatus.PENDING)
+    locking = {"skip_locked": True, "of": ("self",)}
+    own = list(pending.filter(id__in=memory_ids).select_for_update(**locking).values_list("id", flat=True))
+    others = []
+    if extra > 0:
+        others = list(
+            pending.exclude(id__in=own)
+            .order_by("created_at")
+            .select_for_update(**locking)
+            .values_list("id", flat=True)[:extra]
+        )
+    return [str(i) for i in [*own, *others]]
+
+
 def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None) -> int:
     """Compute and store vectors for those of ``memory_ids`` that lack one; returns how many.
 
-    On an embedder failure the memories stay ``pending`` (the sweep retries) and 0 is returned.
+    Must run in a transaction. Memories another transaction is embedding (or editing) right now
+    are skipped, so concurrent embedders never wait on each other. On an embedder failure the
+    memories stay ``pending`` (the sweep retries) and 0 is returned.
     """
     backend = backend or get_backend()
     memories = list(
-        Memory.objects.filter(tenant_id=tenant_id, id__in=memory_ids).exclude(embeddings__model=backend.model_id)
+        Memory.objects.filter(tenant_id=tenant_id, id__in=memory_ids)
+        .exclude(embeddings__model=backend.model_id)
+        .select_for_update(skip_locked=True, of=("self",))
     )
     if not memories:
         return 0

@@ -3,9 +3,10 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 from django.db import connection
 
-from memory_service.embeddings.services import embed_memories, pending_memory_ids
+from memory_service.embeddings.services import claim_pending_memory_ids, embed_memories, pending_memory_ids
 from tenants.context import tenant_context
 
 logger = logging.getLogger(__name__)
@@ -15,9 +16,13 @@ SWEEP_BATCH = 256
 
 @shared_task(name="memory_service.embeddings.tasks.embed_memories_task", acks_late=True, ignore_result=True)
 def embed_memories_task(tenant_id: str, memory_ids: list[str]) -> None:
-    """Embed these memories of one tenant. Idempotent: memories already embedded are skipped."""
+    """Embed these memories of one tenant, and up to ``EMBEDDING_TASK_BATCH`` others still pending,
+    in one batch: under a burst of writes the first task embeds the backlog and the tasks queued
+    behind it find little left to do. Idempotent: memories already embedded are skipped."""
     with tenant_context(tenant_id):
-        embed_memories(tenant_id=tenant_id, memory_ids=memory_ids)
+        ids = claim_pending_memory_ids(tenant_id=tenant_id, memory_ids=memory_ids, extra=settings.EMBEDDING_TASK_BATCH)
+        if ids:
+            embed_memories(tenant_id=tenant_id, memory_ids=ids)
 
 
 @shared_task(name="memory_service.embeddings.tasks.embed_pending_sweep", ignore_result=True)

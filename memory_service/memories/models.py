@@ -141,6 +141,9 @@ class Memory(models.Model):
             models.Index(
                 fields=["tenant", "expires_at"], name="memory_tenant_expires", condition=Q(expires_at__isnull=False)
             ),
+            models.Index(
+                fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
+            ),
             GinIndex(fields=["search_vector"], name="memory_search_vector"),
         ]
 

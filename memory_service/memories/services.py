@@ -10,7 +10,6 @@ import hmac
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVector
@@ -292,7 +291,7 @@ def memory_create(
             masker_version=masker_version(),
             occurred_at=occurred_at or now,
             valid_until=valid_until,
-            expires_at=now + timedelta(hours=settings.SESSION_TTL_HOURS) if owner.scope == Scope.SESSION else None,
+            expires_at=now + token.tenant.session_ttl if owner.scope == Scope.SESSION else None,
             created_at=now,
         )
         memory.search_vector = _search_vector(memory)
@@ -467,6 +466,6 @@ def session_note_write(
             )  # fmt: skip
         result = memory_update(token=token, memory_id=existing.id, changes={"text": text, "title": title})
         Memory.objects.for_tenant(token.tenant).filter(id=existing.id).update(
-            expires_at=timezone.now() + timedelta(hours=settings.SESSION_TTL_HOURS)
+            expires_at=timezone.now() + token.tenant.session_ttl
         )
         return result

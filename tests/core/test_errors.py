@@ -55,3 +55,31 @@ def test_it_logs_requests_as_json_without_bodies(api_client, caplog):
     assert records[0].path == "/api/v1/tokens" and records[0].status == 201
     assert records[0].client == "agent"
     assert canary not in caplog.text
+
+
+def test_it_answers_503_with_retry_after_when_the_database_is_unreachable(api_client, monkeypatch):
+    from django.db import OperationalError
+
+    import memory_service.memories.api.views as views
+
+    def unreachable(**kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(views, "memory_list", unreachable)
+    response = api_client.get("/api/v1/memories")
+    assert response.status_code == 503 and response["Retry-After"] == "5"
+    assert response.json()["error"]["code"] == "unavailable"
+    assert "refused" not in response.content.decode()
+
+
+def test_a_database_failure_outside_a_view_is_a_503_too(api_client, monkeypatch):
+    from django.db import OperationalError
+
+    from tenants import authentication
+
+    def unreachable(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(authentication, "authenticate_token", unreachable)
+    response = api_client.get("/api/v1/memories")
+    assert response.status_code == 503 and response.json()["error"]["code"] == "unavailable"

@@ -1,0 +1,284 @@
+"""Mixed traffic at rising concurrency against the whole stack on loopback, until p95 passes 200 ms.
+
+    .venv/bin/python bench/load_test.py [--memories 1500] [--seconds 20] [--levels 1,2,4,8,16,32]
+
+Seeds three tenants (embedded memories), starts uvicorn (``WEB_CONCURRENCY`` processes) and a
+Celery worker as ``make run`` does, then drives the API from a second process: closed-loop clients,
+70 % search, 25 % writes, 5 % other reads (list, read one, decisions, context). Each level runs for
+``--seconds``; the run stops after the first level whose p95 passes 200 ms, or after the last
+level (bounded in time and requests). Afterwards every acknowledged write is looked up in the
+database. Uses its own embedded PostgreSQL (port 54335, data in .data/loadtest) and Redis db 10.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE))
+
+from bench._stack import bench_stack, write_section  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
+
+PORT = 8035
+P95_LIMIT_MS = 200
+MAX_REQUESTS_PER_LEVEL = 20_000
+
+
+def seed(memories: int) -> list[dict]:
+    """Three tenants of different sizes, each with a token and embedded memories in 4 repositories."""
+    from memory_service.embeddings.services import embed_memories, pending_memory_ids
+    from memory_service.memories.services import memory_create
+    from tenants.context import tenant_context
+    from tenants.services import tenant_create, token_create
+
+    rng = random.Random(11)
+    tenants = []
+    for index, share in enumerate((0.6, 0.3, 0.1)):
+        tenant = tenant_create(slug=f"load-{index}-{int(time.time())}")
+        token = token_create(tenant=tenant, actor="system:bench", name="load",
+                             permissions=["memory:read", "memory:write"])  # fmt: skip
+        with tenant_context(tenant.id):
+            for i in range(int(memories * share)):
+                topic, action = rng.choice(TOPICS), rng.choice(ACTIONS)
+                memory_create(
+                    token=token.token, scope="repository", repository=f"repo-{i % 4}",
+                    kind=rng.choice(["lesson", "note", "decision", "conclusion"]),
+                    text=f"Note {i}: for the {topic} we decided to {action} it after incident {rng.randint(1, 999)}.",
+                )  # fmt: skip
+            ids = pending_memory_ids(tenant_id=str(tenant.id), limit=100_000)
+            for start in range(0, len(ids), 256):
+                embed_memories(tenant_id=str(tenant.id), memory_ids=ids[start : start + 256])
+        tenants.append({"slug": tenant.slug, "token": token.raw, "weight": share})
+    return tenants
+
+
+async def drive_level(url: str, tenants: list[dict], concurrency: int, seconds: float, seed_value: int) -> dict:
+    """``concurrency`` closed-loop clients for ``seconds``; every request's latency, kind and status."""
+    import httpx
+
+    rng = random.Random(seed_value)
+    samples, written = [], []
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=concurrency + 4)
+
+    async def client_loop(n: int, http) -> None:
+        local = random.Random(seed_value * 1000 + n)
+        while time.perf_counter() < deadline and len(samples) < MAX_REQUESTS_PER_LEVEL:
+            tenant = local.choices(tenants, weights=[t["weight"] for t in tenants])[0]
+            headers = {"Authorization": f"Bearer {tenant['token']}"}
+            repository = f"repo-{local.randrange(4)}"
+            roll = local.random()
+            if roll < 0.70:
+                kind = "search"
+                request = http.post("/api/v1/search", headers=headers, json={
+                    "query": f"{local.choice(TOPICS)} {local.choice(ACTIONS)}", "repository": repository})  # fmt: skip
+            elif roll < 0.95:
+                kind = "write"
+                text = f"Load {n}-{len(samples)}: {local.choice(TOPICS)} {local.choice(ACTIONS)} {local.random():.6f}"
+                request = http.post("/api/v1/memories", headers=headers, json={
+                    "scope": "repository", "repository": repository, "kind": "lesson", "text": text})  # fmt: skip
+            else:
+                kind = "other"
+                path, params = local.choice([
+                    ("/api/v1/memories", {"repository": repository, "limit": 20}),
+                    ("/api/v1/decisions", {"repository": repository}),
+                    ("/api/v1/context", {"repository": repository, "user": "u1"}),
+                ])  # fmt: skip
+                request = http.get(path, headers=headers, params=params)
+            started = time.perf_counter()
+            try:
+                response = await request
+                status = response.status_code
+            except httpx.HTTPError:
+                status = 0
+            samples.append((kind, (time.perf_counter() - started) * 1000, status))
+            if kind == "write" and status == 201:
+                written.append(response.json()["id"])
+
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
+        began = time.perf_counter()
+        await asyncio.gather(*(client_loop(n, http) for n in range(concurrency)))
+        elapsed = time.perf_counter() - began
+    del rng
+    return {"concurrency": concurrency, "elapsed": elapsed, "samples": samples, "written": written}
+
+
+def drive(args) -> None:
+    """The second process: runs the levels and prints one JSON line per level."""
+    tenants = json.loads(Path(args.tenants_file).read_text())
+    # Warm-up, not reported: every web process loads the embedding model and fills its pool.
+    asyncio.run(drive_level(args.url, tenants, 4, 10, 0))
+    for level, concurrency in enumerate(int(c) for c in args.levels.split(",")):
+        result = asyncio.run(drive_level(args.url, tenants, concurrency, args.seconds, level + 1))
+        print(json.dumps(result), flush=True)
+        latencies = [ms for _, ms, _ in result["samples"]]
+        if latencies and percentiles(latencies)[1] > P95_LIMIT_MS:
+            break
+
+
+def start_worker(log_path: Path) -> subprocess.Popen:
+    from memory_service.celery import app
+
+    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "WARNING",
+         "--concurrency", "2", "-Q", "celery,exports", "--without-gossip", "--without-mingle"],
+        env=os.environ | {"OPENBLAS_NUM_THREADS": "1"}, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not app.control.ping(timeout=0.5):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the worker did not start; see {log_path}")
+    return process
+
+
+def missing_writes(ids: list[str]) -> int:
+    from django.db import connections
+
+    found = 0
+    with connections["admin"].cursor() as cursor:
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            cursor.execute("SELECT count(*) FROM memories_memory WHERE id = ANY(%s::uuid[])", [chunk])
+            found += cursor.fetchone()[0]
+    return len(ids) - found
+
+
+def plot(levels: list[dict], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    xs = [level["concurrency"] for level in levels]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, style in (("p50", "o-"), ("p95", "o--"), ("p99", "o:")):
+        ax.plot(xs, [level[key] for level in levels], style, label=f"all requests {key}", color="C0")
+    ax.plot(xs, [level["search_p95"] for level in levels], "s--", label="search p95", color="C2")
+    ax.plot(xs, [level["write_p95"] for level in levels], "^--", label="write p95", color="C3")
+    ax.axhline(P95_LIMIT_MS, color="grey", lw=0.8, ls="-.")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent clients")
+    ax.set_ylabel("latency (ms)")
+    twin = ax.twinx()
+    twin.plot(xs, [level["throughput"] for level in levels], "k-", alpha=0.4, label="throughput")
+    twin.set_ylabel("requests/s")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title("Mixed traffic (70 % search, 25 % write, 5 % other) on 2 cores")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--memories", type=int, default=1500)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--levels", default="1,2,4,8,16,32")
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--out", default=str(BASE / "bench" / "results" / "load_test.md"))
+    parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--tenants-file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.drive:
+        return drive(args)
+
+    os.environ["WEB_CONCURRENCY"] = str(args.web_workers)
+    os.environ["RATE_LIMIT_PER_MINUTE"] = "0"
+    load_before = os.getloadavg()
+    with bench_stack("loadtest", pg_port=54335, redis_db=10) as profile:
+        from django.db import connections
+
+        started = time.perf_counter()
+        tenants = seed(args.memories)
+        seeded_s = time.perf_counter() - started
+        with connections["admin"].cursor() as cursor:
+            cursor.execute("ANALYZE")
+        connections.close_all()
+        tenants_file = profile.dir / "tenants.json"
+        tenants_file.write_text(json.dumps(tenants))
+        server = serve(PORT)
+        worker = start_worker(profile.dir / "logs" / "worker.log")
+        try:
+            driver = subprocess.run(
+                [sys.executable, __file__, "--drive", "--url", f"http://127.0.0.1:{PORT}", "--tenants-file",
+                 str(tenants_file), "--levels", args.levels, "--seconds", str(args.seconds)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+        finally:
+            worker.terminate()
+            server.terminate()
+            worker.wait(timeout=60)
+            server.wait(timeout=30)
+        raw = [json.loads(line) for line in driver.stdout.splitlines() if line.startswith("{")]
+        acknowledged = [i for level in raw for i in level["written"]]
+        lost = missing_writes(acknowledged)
+    load_after = os.getloadavg()
+
+    levels = []
+    for level in raw:
+        samples = level["samples"]
+        latencies = [ms for _, ms, _ in samples]
+        p50, p95, p99 = percentiles(latencies)
+        by_kind = {kind: [ms for k, ms, _ in samples if k == kind] for kind in ("search", "write", "other")}
+        levels.append({
+            "concurrency": level["concurrency"], "requests": len(samples),
+            "throughput": len(samples) / level["elapsed"], "p50": p50, "p95": p95, "p99": p99,
+            "search_p95": percentiles(by_kind["search"])[1] if by_kind["search"] else float("nan"),
+            "write_p95": percentiles(by_kind["write"])[1] if by_kind["write"] else float("nan"),
+            "errors": sum(1 for _, _, status in samples if not 200 <= status < 300),
+            "server_errors": sum(1 for _, _, status in samples if status == 0 or status >= 500),
+        })  # fmt: skip
+    below = [level for level in levels if level["p95"] <= P95_LIMIT_MS]
+    best = max(below, key=lambda level: level["throughput"]) if below else None
+    png = Path(args.out).with_suffix(".png")
+    plotted = plot(levels, png)
+    rows = [
+        f"| {lv['concurrency']} | {lv['requests']} | {lv['throughput']:.1f} | {lv['p50']:.1f} | {lv['p95']:.1f} | "
+        f"{lv['p99']:.1f} | {lv['search_p95']:.1f} | {lv['write_p95']:.1f} | {lv['errors']} |"
+        for lv in levels
+    ]
+    report = [
+        "## Load test: mixed traffic at rising concurrency",
+        "",
+        f"Command: `.venv/bin/python bench/load_test.py --memories {args.memories} --seconds {args.seconds:g} "
+        f"--levels {args.levels} --web-workers {args.web_workers}` — {datetime.now():%Y-%m-%d %H:%M}, "
+        f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before and {load_after[0]:.1f} after. "
+        f"Three tenants (60/30/10 % of {args.memories} embedded memories, seeded in {seeded_s:.0f} s), "
+        f"{args.web_workers} uvicorn processes and one Celery worker (concurrency 2) on the same machine as "
+        "PostgreSQL; closed-loop clients in a second process after a 10 s warm-up; 70 % search, 25 % write, "
+        "5 % list/read/decisions/context; each level runs its time and the run stops after the first level whose p95 "
+        f"passes {P95_LIMIT_MS} ms.",
+        "",
+        "| clients | requests | req/s | p50 ms | p95 ms | p99 ms | search p95 ms | write p95 ms | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        (
+            f"Sustained below a p95 of {P95_LIMIT_MS} ms: **{best['throughput']:.1f} requests/s** at "
+            f"{best['concurrency']} clients (p50 {best['p50']:.1f} ms, p95 {best['p95']:.1f} ms), "
+            f"{sum(lv['errors'] for lv in below)} errors at or below that load."
+            if best
+            else f"No level stayed below a p95 of {P95_LIMIT_MS} ms."
+        ),  # fmt: skip
+        f"Acknowledged writes: {len(acknowledged)}; missing from the database afterwards: **{lost}**.",
+        "",
+    ]
+    if plotted:
+        report += [f"![latency and throughput against concurrency](results/{png.name})", ""]
+    write_section(args.out, report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""REST interface onto erasure (``admin``)."""
+
+from dataclasses import asdict
+
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from audit.services import user_pseudonym
+from memory_service.erasure.services import user_erase
+from memory_service.memories.api.serializers import StrictSerializer
+from tenants.models import Permission
+from tenants.services import actor_of
+
+
+class ErasureCreateApi(APIView):
+    """Erase one user's data from the tenant; 200 with what was removed."""
+
+    required_permission = Permission.ADMIN
+
+    @extend_schema_serializer(component_name="ErasureInput")
+    class InputSerializer(StrictSerializer):
+        user = serializers.CharField(max_length=128)
+
+    @extend_schema_serializer(component_name="ErasureCounts")
+    class OutputSerializer(serializers.Serializer):
+        user = serializers.CharField(help_text="The erased user's pseudonym, as the audit records it")
+        memories = serializers.IntegerField()
+        embeddings = serializers.IntegerField()
+        supersessions = serializers.IntegerField()
+        activity = serializers.IntegerField()
+        session_contexts = serializers.IntegerField()
+        archives = serializers.IntegerField()
+
+    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = serializer.validated_data["user"]
+        counts = user_erase(tenant=request.auth.tenant, actor=actor_of(request.auth), user=user)
+        return Response(self.OutputSerializer({"user": user_pseudonym(user)} | asdict(counts)).data)

@@ -1,0 +1,84 @@
+"""REST interface onto export jobs: start (202), watch, download the archive."""
+
+from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory_service.exports.models import ExportStatus
+from memory_service.exports.selectors import export_job_get
+from memory_service.exports.services import export_job_download, export_job_start, export_user_for
+from memory_service.memories.api.serializers import StrictSerializer
+from tenants.models import Permission
+from tenants.services import actor_of
+
+
+class ExportOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=ExportStatus.choices)
+    progress = serializers.IntegerField(min_value=0, max_value=100)
+    user = serializers.CharField(help_text="The exported user; empty for the whole tenant")
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="Rows per file of the archive")
+    size_bytes = serializers.IntegerField(allow_null=True)
+    sha256 = serializers.CharField(help_text="Checksum of the whole archive")
+    attempts = serializers.IntegerField()
+    error = serializers.CharField(help_text="Error class of a failed export")
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="When the archive will be deleted")
+
+
+class ExportCreateApi(APIView):
+    """Start a compliance export of the tenant, or of one user's data (``export``)."""
+
+    required_permission = Permission.EXPORT
+
+    @extend_schema_serializer(component_name="ExportStartInput")
+    class InputSerializer(StrictSerializer):
+        user = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+
+    @extend_schema_serializer(component_name="ExportStarted")
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        status = serializers.ChoiceField(choices=ExportStatus.choices)
+
+    @extend_schema(request=InputSerializer, responses={202: OutputSerializer})
+    def post(self, request):
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = export_user_for(token=request.auth, user=serializer.validated_data["user"])
+        job = export_job_start(tenant=request.auth.tenant, actor=actor_of(request.auth), user=user)
+        return Response(self.OutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ExportDetailApi(APIView):
+    """Status and progress of an export (``export``); another tenant's id is a 404."""
+
+    required_permission = Permission.EXPORT
+
+    @extend_schema(responses=ExportOutputSerializer)
+    def get(self, request, export_id):
+        job = export_job_get(token=request.auth, job_id=export_id)
+        return Response(ExportOutputSerializer(job).data)
+
+
+class ExportDownloadApi(APIView):
+    """The archive, streamed (``export``): 409 while not built, 410 once expired or erased."""
+
+    required_permission = Permission.EXPORT
+
+    @extend_schema(
+        responses={
+            (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, "the zip archive"),
+            409: OpenApiResponse(description="not built yet"),
+            410: OpenApiResponse(description="expired or erased"),
+        }
+    )
+    def get(self, request, export_id):
+        job = export_job_get(token=request.auth, job_id=export_id)
+        path = export_job_download(token=request.auth, job=job)
+        filename = f"export-{request.auth.tenant.slug}-{job.id}.zip"
+        return FileResponse(open(path, "rb"), as_attachment=True, filename=filename, content_type="application/zip")  # noqa: SIM115
