@@ -18,7 +18,7 @@ class ApiCursorPagination(CursorPagination):
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is None:
+        if not raw:  # absent, or `?limit=` (an empty value is not given, as for every filter)
             return self.page_size
         if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
             raise ValidationError(

@@ -18,7 +18,7 @@ def authenticate_token(raw: str) -> ApiToken | None:
     transaction's RLS tenant is the token's tenant, so everything after it sees only that tenant.
     """
     prefix, dot, secret = raw.partition(".")
-    if not dot or not prefix or not secret or len(raw) > MAX_TOKEN_LENGTH or not raw.isascii():
+    if not dot or not prefix.isalnum() or not secret or len(raw) > MAX_TOKEN_LENGTH or not raw.isascii():
         return None
     set_token_prefix(prefix)
     token = ApiToken.objects.filter(prefix=prefix, revoked=False).first()

@@ -36,6 +36,8 @@ def tenant_active_ids() -> list[str]:
 
 def token_get(*, tenant: Tenant, prefix: str) -> ApiToken:
     """The token of ``tenant`` with this lookup prefix; NotFoundError for another tenant's."""
+    if not (prefix.isascii() and prefix.isalnum()):  # prefixes are; a NUL would not even reach the query
+        raise NotFoundError("No token with this prefix in this tenant.")
     token = ApiToken.objects.for_tenant(tenant).filter(prefix=prefix).first()
     if token is None:
         raise NotFoundError("No token with this prefix in this tenant.")

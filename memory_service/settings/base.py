@@ -205,7 +205,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "memory_service.negotiation.LenientContentNegotiation",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "memory_service.schema.AutoSchema",
     "EXCEPTION_HANDLER": "memory_service.exceptions.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

@@ -1,6 +1,7 @@
 """REST interface onto the AGENTS.md and proposal services: validate → call → serialize."""
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import BaseParser, JSONParser
@@ -10,6 +11,7 @@ from rest_framework.views import APIView
 from memory_service.exceptions import ValidationError
 from memory_service.memories.api.serializers import StrictSerializer
 from memory_service.pagination import ApiCursorPagination
+from memory_service.schema import error_response
 from proposals.models import ProposalStatus
 from proposals.selectors import agents_md_current, proposal_get, proposal_list
 from proposals.services import agents_md_import, proposal_file
@@ -50,7 +52,11 @@ class AgentsMdApi(APIView):
     def required_permission(self):
         return Permission.ADMIN if self.request.method == "PUT" else Permission.MEMORY_READ
 
-    @extend_schema(responses={(200, "text/markdown"): OpenApiResponse(str), 304: None})
+    REPOSITORY = OpenApiParameter(
+        "repository", {"type": "string", "pattern": IDENTIFIER_RE.pattern}, OpenApiParameter.PATH
+    )
+
+    @extend_schema(parameters=[REPOSITORY], responses={(200, "text/markdown"): OpenApiResponse(str), 304: None})
     def get(self, request, repository):
         version = agents_md_current(token=request.auth, repository=repository)
         if version.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
@@ -62,14 +68,26 @@ class AgentsMdApi(APIView):
         return response
 
     @extend_schema(
-        request={"text/markdown": str},
-        parameters=[OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=False)],
-        responses={200: AgentsMdVersionSerializer, 201: AgentsMdVersionSerializer},
+        request={
+            "text/markdown": {"type": "string", "pattern": r"\S"},
+            "application/json": {
+                "type": "object",
+                "required": ["text"],
+                "properties": {"text": {"type": "string", "pattern": r"\S"}},
+            },
+        },
+        parameters=[REPOSITORY, OpenApiParameter("If-Match", str, OpenApiParameter.HEADER, required=False)],
+        responses={
+            200: AgentsMdVersionSerializer,
+            201: AgentsMdVersionSerializer,
+            412: error_response("If-Match names a version that is no longer current"),
+            428: error_response("A document exists: send If-Match with its current ETag"),
+        },
     )
     def put(self, request, repository):
         text = request.data
-        if isinstance(text, dict):  # JSON: {"text": "..."}
-            text = text.get("text")
+        if not request.content_type.startswith("text/"):  # JSON: {"text": "..."}, nothing else
+            text = text.get("text") if isinstance(text, dict) else None
         if not isinstance(text, str):
             raise ValidationError("Send the document as text/markdown.", fields={"text": ["Required."]})
         result = agents_md_import(
@@ -147,6 +165,9 @@ class ProposalDetailApi(APIView):
 
     required_permission = Permission.MEMORY_READ
 
-    @extend_schema(responses=ProposalOutputSerializer)
+    @extend_schema(
+        parameters=[OpenApiParameter("proposal_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
+        responses=ProposalOutputSerializer,
+    )
     def get(self, request, proposal_id):
         return Response(ProposalOutputSerializer(proposal_get(token=request.auth, proposal_id=proposal_id)).data)

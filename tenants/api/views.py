@@ -5,6 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_service.memories.api.serializers import StrictSerializer
 from tenants.models import Permission
 from tenants.selectors import token_get, token_list
 from tenants.services import actor_of, token_create, token_revoke
@@ -25,10 +26,10 @@ class TokenOutputSerializer(serializers.Serializer):
 class TokenListApi(APIView):
     required_permission = Permission.ADMIN
 
-    class InputSerializer(serializers.Serializer):
+    class InputSerializer(StrictSerializer):
         name = serializers.CharField(max_length=50)
         permissions = serializers.ListField(
-            child=serializers.ChoiceField(choices=Permission.values), required=False, allow_empty=False
+            child=serializers.ChoiceField(choices=Permission.values), required=False, allow_empty=False, min_length=1
         )
         user = serializers.CharField(required=False, allow_blank=True, default="")
         repositories = serializers.ListField(child=serializers.CharField(), required=False, default=list)

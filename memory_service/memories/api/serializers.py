@@ -8,8 +8,33 @@ from tenants.identifiers import IDENTIFIER_RE
 MAX_RAW_TEXT_CHARS = 65_536
 
 
+def _has_json_type(field, value) -> bool:
+    """Whether a JSON value has the type the field documents (DRF would turn 5 into "5", "yes" into True)."""
+    if value is None:
+        return True  # the field's own allow_null decides
+    if isinstance(field, serializers.BooleanField):
+        return isinstance(value, bool)
+    if isinstance(field, serializers.IntegerField):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(field, (serializers.CharField, serializers.UUIDField)):
+        return isinstance(value, str)
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        return all(_has_json_type(field.child, item) for item in value)
+    return True
+
+
 class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know (a client sending ``type`` for ``kind`` hears about it)."""
+    """Refuses fields it does not know (a client sending ``type`` for ``kind`` hears about it) and
+    values of another JSON type than the field's (no silent coercion of numbers into text)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            wrong = [
+                name for name, field in self.fields.items() if name in data and not _has_json_type(field, data[name])
+            ]
+            if wrong:
+                raise serializers.ValidationError({name: ["Wrong type."] for name in wrong})
+        return super().to_internal_value(data)
 
     def validate(self, attrs):
         unknown = set(getattr(self, "initial_data", {}) or {}) - set(self.fields)
@@ -23,7 +48,7 @@ def identifier_field(**kwargs):
 
 
 class SupersedeItemSerializer(StrictSerializer):
-    id = serializers.CharField()
+    id = serializers.UUIDField()
     partial = serializers.BooleanField(default=False)
 
 
@@ -48,7 +73,7 @@ class MemoryInputSerializer(StrictSerializer):
     tags = serializers.ListField(
         child=serializers.CharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False, default=list
     )
-    metadata = serializers.JSONField(required=False, default=dict, validators=[validate_metadata])
+    metadata = serializers.DictField(required=False, default=dict, validators=[validate_metadata])
     solved_query = serializers.CharField(
         max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True, default=""
     )
@@ -67,7 +92,7 @@ class MemoryUpdateSerializer(StrictSerializer):
     tags = serializers.ListField(
         child=serializers.CharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False
     )
-    metadata = serializers.JSONField(required=False, validators=[validate_metadata])
+    metadata = serializers.DictField(required=False, validators=[validate_metadata])
     solved_query = serializers.CharField(max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True)
     occurred_at = serializers.DateTimeField(required=False)
     valid_until = serializers.DateTimeField(required=False, allow_null=True)

@@ -1,7 +1,8 @@
 """REST interface onto the memory services and selectors: validate → call → serialize."""
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError as DrfValidationError
 from rest_framework.response import Response
@@ -28,9 +29,17 @@ from memory_service.memories.services import (
 )
 from memory_service.pagination import ApiCursorPagination
 from memory_service.retrieval.search import BUDGET_RANGE, TOP_RANGE, memory_search
+from memory_service.schema import ErrorDetailSerializer, error_response
 from tenants.identifiers import IDENTIFIER_RE
 from tenants.models import Permission
 from tenants.services import actor_of
+
+MEMORY_ID = OpenApiParameter("memory_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+CONFLICT = error_response("The external_id was used with a different body, or the text duplicates another memory")
+
+
+def identifier_path(name: str) -> OpenApiParameter:
+    return OpenApiParameter(name, {"type": "string", "pattern": IDENTIFIER_RE.pattern}, OpenApiParameter.PATH)
 
 
 def represent(*, token, memories, scores=None, markers=None, statuses=None) -> list[dict]:
@@ -81,7 +90,11 @@ class MemoryListApi(APIView):
 
     @extend_schema(
         request=MemoryInputSerializer,
-        responses={201: MemoryWriteOutputSerializer, 200: OpenApiResponse(MemoryWriteOutputSerializer, "a repeat")},
+        responses={
+            201: MemoryWriteOutputSerializer,
+            200: OpenApiResponse(MemoryWriteOutputSerializer, "a repeat"),
+            409: CONFLICT,
+        },
     )
     def post(self, request):
         data = _validated(MemoryInputSerializer, request.data)
@@ -96,12 +109,29 @@ class MemoryBulkCreateApi(APIView):
     required_permission = Permission.MEMORY_WRITE
     MAX_ITEMS = 500
 
+    class ItemResultSerializer(serializers.Serializer):
+        status = serializers.IntegerField(help_text="201 stored, 200 a repeat, else the item's error status")
+        memory = MemoryWriteOutputSerializer(required=False, help_text="The stored memory (2xx)")
+        error = ErrorDetailSerializer(required=False, help_text="Why the item was refused (4xx)")
+
     @extend_schema(
-        request=inline_serializer("BulkInput", {"items": MemoryInputSerializer(many=True)}),
-        responses=inline_serializer(
-            "BulkOutput",
-            {"results": serializers.ListField(child=serializers.DictField())},
-        ),
+        request={
+            "application/json": {
+                "type": "object",
+                "required": ["items"],
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_ITEMS,
+                        # Any value: each item is validated on its own (as POST /memories takes
+                        # it) and refused in its own result, so one bad item fails nothing else.
+                        "items": {"description": "A memory as `POST /memories` takes it"},
+                    }
+                },
+            }
+        },
+        responses=inline_serializer("BulkOutput", {"results": ItemResultSerializer(many=True)}),
     )
     def post(self, request):
         items = request.data.get("items") if isinstance(request.data, dict) else None
@@ -129,12 +159,16 @@ class MemoryDetailApi(APIView):
     def required_permission(self):
         return Permission.MEMORY_READ if self.request.method == "GET" else Permission.MEMORY_WRITE
 
-    @extend_schema(responses=MemoryOutputSerializer)
+    @extend_schema(parameters=[MEMORY_ID], responses=MemoryOutputSerializer)
     def get(self, request, memory_id):
         memory = memory_get(token=request.auth, memory_id=memory_id)
         return Response(represent(token=request.auth, memories=[memory])[0])
 
-    @extend_schema(request=MemoryUpdateSerializer, responses=MemoryWriteOutputSerializer)
+    @extend_schema(
+        parameters=[MEMORY_ID],
+        request=MemoryUpdateSerializer,
+        responses={200: MemoryWriteOutputSerializer, 409: CONFLICT},
+    )
     def patch(self, request, memory_id):
         changes = _validated(MemoryUpdateSerializer, request.data)
         if not changes:
@@ -142,7 +176,7 @@ class MemoryDetailApi(APIView):
         result = memory_update(token=request.auth, memory_id=memory_id, changes=changes)
         return Response(represent_write(token=request.auth, result=result))
 
-    @extend_schema(request=None, responses={204: None})
+    @extend_schema(parameters=[MEMORY_ID], request=None, responses={204: None})
     def delete(self, request, memory_id):
         memory_delete(token=request.auth, memory_id=memory_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -152,10 +186,10 @@ class MemorySupersedeApi(APIView):
     required_permission = Permission.MEMORY_WRITE
 
     class InputSerializer(StrictSerializer):
-        by = serializers.CharField()
+        by = serializers.UUIDField()
         partial = serializers.BooleanField(default=False)
 
-    @extend_schema(request=InputSerializer, responses=MemoryOutputSerializer)
+    @extend_schema(parameters=[MEMORY_ID], request=InputSerializer, responses=MemoryOutputSerializer)
     def post(self, request, memory_id):
         data = _validated(self.InputSerializer, request.data)
         old = memory_supersede(token=request.auth, memory_id=memory_id, by_id=data["by"], partial=data["partial"])
@@ -165,7 +199,7 @@ class MemorySupersedeApi(APIView):
 class MemoryPromoteApi(APIView):
     required_permission = Permission.ADMIN
 
-    @extend_schema(request=None, responses=MemoryOutputSerializer)
+    @extend_schema(parameters=[MEMORY_ID], request=None, responses=MemoryOutputSerializer)
     def post(self, request, memory_id):
         memory = memory_get(token=request.auth, memory_id=memory_id)
         memory = memory_promote(tenant=request.auth.tenant, actor=actor_of(request.auth), memory=memory)
@@ -182,7 +216,9 @@ class SessionNoteApi(APIView):
         repository = identifier_field()
 
     @extend_schema(
-        request=InputSerializer, responses={200: MemoryWriteOutputSerializer, 201: MemoryWriteOutputSerializer}
+        parameters=[identifier_path("session"), identifier_path("name")],
+        request=InputSerializer,
+        responses={200: MemoryWriteOutputSerializer, 201: MemoryWriteOutputSerializer, 409: CONFLICT},
     )
     def put(self, request, session, name):
         data = _validated(self.InputSerializer, request.data)

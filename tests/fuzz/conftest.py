@@ -1,0 +1,16 @@
+"""Hypothesis profiles of the fuzz tests: `fast` (default, part of `make test`) and `full`
+(`HYPOTHESIS_PROFILE=full make test PYTEST_ARGS=tests/fuzz`), for a longer search."""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# Requests hit a real database: slow examples and function-scoped fixtures (a fresh token per
+# test, shared by its examples) are expected.
+_QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much]
+
+settings.register_profile("fast", max_examples=25, stateful_step_count=15, deadline=None, suppress_health_check=_QUIET)
+settings.register_profile("full", max_examples=300, stateful_step_count=40, deadline=None, suppress_health_check=_QUIET)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+FULL = settings().max_examples > settings.get_profile("fast").max_examples
