@@ -11,7 +11,6 @@ database. Uses its own embedded PostgreSQL (port 54335, data in .data/loadtest) 
 """
 
 import argparse
-import asyncio
 import json
 import os
 import random
@@ -60,64 +59,65 @@ def seed(memories: int) -> list[dict]:
     return tenants
 
 
-async def drive_level(url: str, tenants: list[dict], concurrency: int, seconds: float, seed_value: int) -> dict:
-    """``concurrency`` closed-loop clients for ``seconds``; every request's latency, kind and status."""
+def drive_level(url: str, tenants: list[dict], concurrency: int, seconds: float, seed_value: int) -> dict:
+    """``concurrency`` closed-loop clients (threads, one connection each) for ``seconds``; every
+    request's kind, latency and status."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import httpx
 
-    rng = random.Random(seed_value)
     samples, written = [], []
     deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=concurrency + 4)
 
-    async def client_loop(n: int, http) -> None:
+    def client_loop(n: int) -> None:
         local = random.Random(seed_value * 1000 + n)
-        while time.perf_counter() < deadline and len(samples) < MAX_REQUESTS_PER_LEVEL:
-            tenant = local.choices(tenants, weights=[t["weight"] for t in tenants])[0]
-            headers = {"Authorization": f"Bearer {tenant['token']}"}
-            repository = f"repo-{local.randrange(4)}"
-            roll = local.random()
-            if roll < 0.70:
-                kind = "search"
-                request = http.post("/api/v1/search", headers=headers, json={
-                    "query": f"{local.choice(TOPICS)} {local.choice(ACTIONS)}", "repository": repository})  # fmt: skip
-            elif roll < 0.95:
-                kind = "write"
-                text = f"Load {n}-{len(samples)}: {local.choice(TOPICS)} {local.choice(ACTIONS)} {local.random():.6f}"
-                request = http.post("/api/v1/memories", headers=headers, json={
-                    "scope": "repository", "repository": repository, "kind": "lesson", "text": text})  # fmt: skip
-            else:
-                kind = "other"
-                path, params = local.choice([
-                    ("/api/v1/memories", {"repository": repository, "limit": 20}),
-                    ("/api/v1/decisions", {"repository": repository}),
-                    ("/api/v1/context", {"repository": repository, "user": "u1"}),
-                ])  # fmt: skip
-                request = http.get(path, headers=headers, params=params)
-            started = time.perf_counter()
-            try:
-                response = await request
-                status = response.status_code
-            except httpx.HTTPError:
-                status = 0
-            samples.append((kind, (time.perf_counter() - started) * 1000, status))
-            if kind == "write" and status == 201:
-                written.append(response.json()["id"])
+        with httpx.Client(base_url=url, timeout=60) as http:
+            while time.perf_counter() < deadline and len(samples) < MAX_REQUESTS_PER_LEVEL:
+                tenant = local.choices(tenants, weights=[t["weight"] for t in tenants])[0]
+                headers = {"Authorization": f"Bearer {tenant['token']}"}
+                repository = f"repo-{local.randrange(4)}"
+                roll = local.random()
+                started = time.perf_counter()
+                try:
+                    if roll < 0.70:
+                        kind = "search"
+                        body = {"query": f"{local.choice(TOPICS)} {local.choice(ACTIONS)}", "repository": repository}
+                        response = http.post("/api/v1/search", headers=headers, json=body)
+                    elif roll < 0.95:
+                        kind = "write"
+                        text = (
+                            f"Load {n}-{len(samples)}: {local.choice(TOPICS)} {local.choice(ACTIONS)} {local.random()}"
+                        )
+                        body = {"scope": "repository", "repository": repository, "kind": "lesson", "text": text}
+                        response = http.post("/api/v1/memories", headers=headers, json=body)
+                    else:
+                        kind = "other"
+                        path, params = local.choice([
+                            ("/api/v1/memories", {"repository": repository, "limit": 20}),
+                            ("/api/v1/decisions", {"repository": repository}),
+                            ("/api/v1/context", {"repository": repository, "user": "u1"}),
+                        ])  # fmt: skip
+                        response = http.get(path, headers=headers, params=params)
+                    status = response.status_code
+                except httpx.HTTPError:
+                    status = 0
+                samples.append((kind, (time.perf_counter() - started) * 1000, status))
+                if kind == "write" and status == 201:
+                    written.append(response.json()["id"])
 
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as http:
-        began = time.perf_counter()
-        await asyncio.gather(*(client_loop(n, http) for n in range(concurrency)))
-        elapsed = time.perf_counter() - began
-    del rng
-    return {"concurrency": concurrency, "elapsed": elapsed, "samples": samples, "written": written}
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(client_loop, range(concurrency)))
+    return {"concurrency": concurrency, "elapsed": time.perf_counter() - began, "samples": samples, "written": written}
 
 
 def drive(args) -> None:
     """The second process: runs the levels and prints one JSON line per level."""
     tenants = json.loads(Path(args.tenants_file).read_text())
     # Warm-up, not reported: every web process loads the embedding model and fills its pool.
-    asyncio.run(drive_level(args.url, tenants, 4, 10, 0))
+    drive_level(args.url, tenants, 4, 10, 0)
     for level, concurrency in enumerate(int(c) for c in args.levels.split(",")):
-        result = asyncio.run(drive_level(args.url, tenants, concurrency, args.seconds, level + 1))
+        result = drive_level(args.url, tenants, concurrency, args.seconds, level + 1)
         print(json.dumps(result), flush=True)
         latencies = [ms for _, ms, _ in result["samples"]]
         if latencies and percentiles(latencies)[1] > P95_LIMIT_MS:

@@ -37,14 +37,15 @@ def _memory_gib() -> str:
         return "unknown"
 
 
-def machine_section() -> str:
+def machine_section(refreshed: list[str]) -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=BENCH, capture_output=True, text=True)
     load = os.getloadavg()
     return "\n".join([
-        f"Last `make bench`: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit "
+        f"Last benchmark run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit "
         f"`{commit.stdout.strip() or 'unknown'}`; {os.cpu_count()} cores ({_cpu_model()}), {_memory_gib()}, "
         f"Python {platform.python_version()}, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end "
-        "(the machine is shared, so compare figures of one run, not across runs).",
+        "(the machine is shared, so compare figures of one run, not across runs). Sections refreshed by it: "
+        f"{', '.join(refreshed) or 'none'}.",
         "",
     ])  # fmt: skip
 
@@ -58,13 +59,14 @@ def _splice(document: str, name: str, body: str) -> str:
     return document.rstrip() + "\n\n" + block + "\n"
 
 
-def update_results() -> list[str]:
-    """Splice every available section into RESULTS.md; returns the names updated."""
+def update_results(refreshed: list[str] | None = None) -> list[str]:
+    """Splice every available section into RESULTS.md; returns the names updated. ``refreshed``
+    names the benchmarks of this run (recorded in the machine block)."""
     document = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
     updated = []
     for name in SECTIONS:
         if name == "machine":
-            body = machine_section()
+            body = machine_section(refreshed or [])
         else:
             path = RESULTS_DIR / f"{name}.md"
             if not path.exists():
