@@ -92,7 +92,9 @@ def ensure_tenants(specs) -> dict[str, dict]:
             tenant = Tenant.objects.filter(slug=spec.slug).first()
             if tenant is None:
                 tenant = tenant_create(slug=spec.slug, name=spec.slug)
-            issued = token_create(tenant=tenant, name="bench", permissions=["memory:read", "memory:write"])
+            issued = token_create(
+                tenant=tenant, actor="system:bench", name="bench", permissions=["memory:read", "memory:write"]
+            )
         known[spec.slug] = {"tenant_id": str(tenant.id), "token": issued.raw}
         TOKENS_FILE.write_text(json.dumps(known, indent=1))
         TOKENS_FILE.chmod(0o600)
