@@ -19,7 +19,6 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from django.apps import apps
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -27,6 +26,7 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.services import user_pseudonym
 from memory_service.memories.models import Memory, Supersession
+from proposals.models import AgentsDocumentVersion, Proposal
 from tenants.models import Tenant
 
 MANIFEST_NAME = "manifest.json"
@@ -39,11 +39,8 @@ MEMORY_FIELDS = (
 )  # fmt: skip
 SUPERSESSION_FIELDS = ("old_id", "new_id", "partial", "created_at")
 AUDIT_FIELDS = ("seq", "at", "actor", "action", "resource_type", "resource_ids", "details", "prev_hash", "hash")
-# Optional models (app label, model name) exported whole when they exist.
-OPTIONAL_MODELS = {
-    "proposals.jsonl": ("proposals", "Proposal"),
-    "agents_md_versions.jsonl": ("proposals", "AgentsDocumentVersion"),
-}
+# Exported whole in a tenant export (they carry no user id: a user export leaves them out).
+DOCUMENT_MODELS = {"proposals.jsonl": Proposal, "agents_md_versions.jsonl": AgentsDocumentVersion}
 
 
 @dataclass(frozen=True)
@@ -79,13 +76,9 @@ def sections(*, tenant: Tenant, user: str = "") -> list[Section]:
         Section("audit_events.jsonl", events.order_by("seq").values(*AUDIT_FIELDS)),
     ]
     if not user:
-        for name, (app_label, model_name) in OPTIONAL_MODELS.items():
-            try:
-                model = apps.get_model(app_label, model_name)
-            except LookupError:
-                continue
+        for name, model in DOCUMENT_MODELS.items():
             fields = [f.attname for f in model._meta.concrete_fields if f.attname != "tenant_id"]
-            result.append(Section(name, model.objects.filter(tenant=tenant).order_by("pk").values(*fields)))
+            result.append(Section(name, model.objects.for_tenant(tenant).order_by("pk").values(*fields)))
     return result
 
 

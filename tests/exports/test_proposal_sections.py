@@ -1,9 +1,8 @@
-"""Proposals and AGENTS.md versions go into whole-tenant archives once the proposals app has them."""
+"""Proposals and AGENTS.md versions go into whole-tenant archives."""
 
 import io
 
 import pytest
-from django.apps import apps
 
 from memory_service.exports.archive import verify_archive
 from memory_service.exports.services import export_job_run
@@ -12,16 +11,6 @@ from tests.exports.helpers import download, jsonl
 from tests.factories import make_tenant, make_token
 
 
-def _has_proposals() -> bool:
-    try:
-        apps.get_model("proposals", "Proposal")
-        apps.get_model("proposals", "AgentsDocumentVersion")
-    except LookupError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _has_proposals(), reason="the proposals app has no models yet")
 @pytest.mark.django_db(transaction=True, databases=["default", "admin"])
 def test_it_exports_proposals_and_agents_md_versions():
     tenant = make_tenant("documented")
