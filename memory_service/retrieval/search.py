@@ -16,31 +16,23 @@
 import time
 from dataclasses import dataclass, field
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
-from django.db.models import F, Q, QuerySet
-from django.db.models.functions import Cast
+from django.db.models import Q
 from django.utils import timezone
-from pgvector.django import CosineDistance, VectorField
 
 from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
-from memory_service.embeddings.backends import EmbeddingBackend, EmbeddingUnavailable, get_backend
+from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
 from memory_service.exceptions import ValidationError
 from memory_service.memories.masking import mask_query
-from memory_service.memories.models import ActivityLog, Kind, Memory, MemoryEmbedding, Priority, Scope
+from memory_service.memories.models import ActivityLog, Memory, Priority, Scope
 from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
 from memory_service.memories.status import DerivedStatus
+from memory_service.retrieval.candidates import find_candidates, memories_by_id
 from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query
 from tenants.models import ApiToken
 from tenants.services import actor_of
 
-CANDIDATES = 50
-RECENT_COUNT = 3
-RECENT_KINDS = (Kind.LESSON, Kind.CONCLUSION)
-# Up to this many candidate rows an exact scan is both exact and faster than filtered HNSW.
-EXACT_SCAN_MAX_ROWS = 10_000
 TOP_RANGE = (1, 50)
 BUDGET_RANGE = (256, 65_536)
 
@@ -93,77 +85,19 @@ def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -
     return parts & not_expired & memory_visibility(token=token)
 
 
-def _hnsw_threshold(backend: EmbeddingBackend) -> int:
-    """Scope size above which filtered HNSW keeps recall: 10k rows, or 1 % of the model's rows
-    (below that share the shared index loses recall; bench/RESULTS.md, "Alternatives")."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'memories_memoryembedding'")
-        row = cursor.fetchone()
-    return max(EXACT_SCAN_MAX_ROWS, int((row[0] if row else 0) * 0.01))
-
-
-def _dense_candidates(*, scoped: QuerySet, token: ApiToken, vector, backend: EmbeddingBackend) -> dict:
-    """memory id → cosine similarity of the nearest candidates above the model's floor.
-
-    Small scopes (the usual case) get an exact scan: exact and faster. Large ones get the HNSW
-    index with iterative scan, forced (the planner would pick the exact plan and take 300+ ms).
-    """
-    # Cast to the model's dimension: this is the expression its partial HNSW index is built on.
-    distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
-    rows = MemoryEmbedding.objects.for_tenant(token.tenant).filter(model=backend.model_id, memory__in=scoped)
-    # Most scopes are small: the capped count settles it without asking how big the table is.
-    use_hnsw = scoped[: EXACT_SCAN_MAX_ROWS + 1].count() > EXACT_SCAN_MAX_ROWS
-    if use_hnsw:
-        threshold = _hnsw_threshold(backend)
-        use_hnsw = threshold == EXACT_SCAN_MAX_ROWS or scoped[: threshold + 1].count() > threshold
-    if use_hnsw:
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute("SET LOCAL hnsw.ef_search = 200")
-            cursor.execute("SET LOCAL enable_sort = off")
-        ordered = rows.annotate(distance=distance).order_by("distance")
-    else:
-        # "+ 0.0" keeps the planner off the index: an exact scan, the distance computed once.
-        ordered = rows.annotate(distance=distance + 0.0).order_by("distance")
-    found = {}
-    try:
-        for memory_id, dist in ordered.values_list("memory_id", "distance")[:CANDIDATES]:
-            similarity = 1.0 - float(dist)
-            if similarity >= backend.similarity_floor:
-                found[memory_id] = similarity
-    finally:
-        if use_hnsw:
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL enable_sort = on")  # survives savepoints: restore it
-    return found
-
-
-def _lexical_candidates(*, scoped: QuerySet, masked_query: str) -> dict:
-    """memory id → full-text rank of the best lexical matches."""
-    raw = lexical_query(masked_query)
-    if not raw:
-        return {}
-    query = SearchQuery(raw, search_type="raw", config="simple")
-    rows = (
-        scoped.filter(search_vector=query)
-        .annotate(rank=SearchRank(F("search_vector"), query, normalization=1))
-        .order_by("-rank")
-        .values_list("id", "rank")[:CANDIDATES]
-    )
-    return {memory_id: float(rank) for memory_id, rank in rows}
-
-
-def lexical_gate_open(*, dense: dict, memories: dict, query: str) -> bool:
+def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
     """Whether lexical scores may count: at least half of the dense top 10 are in the query's script.
+
+    ``scripts``: memory id → "cjk" or "latin", the script of its text (``_script``).
 
     Lexical matching only ever votes for notes in the query's language; when the nearest
     neighbours are mostly in another language, it would push those cross-lingual matches down.
     Measured in bench/RESULTS.md ("Retrieval quality"): requiring all ten cost 2.5 points of MRR,
     requiring half kept the cross-lingual gain.
     """
-    top = [memories[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in memories]
+    top = [scripts[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in scripts]
     script = _script(query)
-    return sum(_script(m.text) == script for m in top) * 2 >= len(top)
+    return sum(other == script for other in top) * 2 >= len(top)
 
 
 def fuse(*, dense: dict, lexical: dict, use_lexical: bool, weights: FusionWeights = WEIGHTS) -> dict:
@@ -181,9 +115,9 @@ def fuse(*, dense: dict, lexical: dict, use_lexical: bool, weights: FusionWeight
     return scores
 
 
-def is_pinned(memory: Memory) -> bool:
+def is_pinned(memory) -> bool:
     """High priority pins, except an unvalidated one in repository scope (it would pin into a whole
-    team's context on one agent's word)."""
+    team's context on one agent's word). ``memory``: a Memory or a candidate (same attributes)."""
     if memory.priority != Priority.HIGH:
         return False
     return memory.scope != Scope.REPOSITORY or memory.confidence == "validated"
@@ -227,29 +161,26 @@ def memory_search(
     if kinds:
         scoped = scoped.filter(kind__in=kinds)
 
-    degraded = False
-    dense: dict = {}
+    degraded, backend, vector = False, None, None
     try:
         backend = get_backend()
         vector = backend.embed_query(masked)
-        dense = _dense_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
     except EmbeddingUnavailable:
         degraded = True
-    lexical = _lexical_candidates(scoped=scoped, masked_query=masked)
-
-    memories = {m.id: m for m in scoped.filter(id__in=set(dense) | set(lexical))}
-    scores = fuse(
-        dense=dense, lexical=lexical, use_lexical=lexical_gate_open(dense=dense, memories=memories, query=masked)
-    )
-
+    found = find_candidates(scoped=scoped, token=token, vector=vector, backend=backend, tsquery=lexical_query(masked))
+    dense, lexical, facts = found.dense, found.lexical, found.facts
+    use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
+    scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)
+    ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created_at.timestamp()))
+    ranked = ranked[:top]
+    recent = [i for i in found.recent if i not in set(ranked)]
+    memories = memories_by_id(ranked + recent)
     hits = [
-        Hit(memory=memories[i], score=s, similarity=dense.get(i), lexical=lexical.get(i))
-        for i, s in scores.items()
+        Hit(memory=memories[i], score=scores[i], similarity=dense.get(i), lexical=lexical.get(i))
+        for i in ranked
         if i in memories
     ]
-    hits.sort(key=lambda h: (not is_pinned(h.memory), -h.score, -h.memory.created_at.timestamp()))
-    hits = hits[:top]
-    hits += _recent_hits(scoped=scoped, exclude={h.memory.id for h in hits})
+    hits += [Hit(memory=memories[i], markers=["RECENT"]) for i in recent if i in memories]
     for hit in hits:
         if hit.memory.priority == Priority.HIGH:
             hit.markers.append("HIGH")
@@ -264,21 +195,6 @@ def memory_search(
     _record(token=token, masked=masked, hits=hits, user=user, repository=repository, session=session,
             kinds=kinds, dense=dense, degraded=degraded, latency_ms=latency_ms)  # fmt: skip
     return SearchResult(hits=hits, context=context, degraded=degraded, masked_query=masked)
-
-
-def _recent_hits(*, scoped: QuerySet, exclude: set) -> list[Hit]:
-    """The newest lessons and conclusions in scope that are still valid, tagged RECENT."""
-    now = timezone.now()
-    recent = (
-        scoped.filter(kind__in=RECENT_KINDS)
-        .filter(Q(valid_until__isnull=True) | Q(valid_until__gt=now))
-        .order_by("-occurred_at", "-created_at")[:RECENT_COUNT]
-    )
-    hits = []
-    for memory in recent:
-        if memory.id not in exclude:
-            hits.append(Hit(memory=memory, markers=["RECENT"]))
-    return hits
 
 
 def _context_item(hit: Hit) -> ContextItem:

@@ -201,13 +201,17 @@ def test_it_serves_search_analytics_to_admin_tokens_of_the_tenant_only(write, ap
 def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write, api_client, embed_all, monkeypatch):
     from django.db import connection
 
-    from memory_service.retrieval import search as search_module
+    from memory_service.retrieval import candidates as candidates_module
 
     for text in ("Rotate the signing keys yearly", "Vacuum the big tables weekly", "Pin base images by digest"):
         write(text=text, scope="repository", repository="r1")
     embed_all()
-    monkeypatch.setattr(search_module, "EXACT_SCAN_MAX_ROWS", 1)  # every scope counts as large
+    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # every scope counts as large
+    hnsw_calls = []
+    original = candidates_module._hnsw_candidates
+    monkeypatch.setattr(candidates_module, "_hnsw_candidates", lambda **kw: hnsw_calls.append(1) or original(**kw))
     found = search(api_client, query="how often do we rotate keys", top=1)
+    assert hnsw_calls == [1]
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
     with connection.cursor() as cursor:
         cursor.execute("SHOW enable_sort")
