@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/perf_search.py                      # 10k, 100k, 1M if the budget allows
     .venv/bin/python bench/perf_search.py --sizes 10000        # one size
+    .venv/bin/python bench/perf_search.py --load-only          # build the corpus, then measure with --shrink
     .venv/bin/python bench/perf_search.py --report-only        # rewrite RESULTS.md and the plot
     .venv/bin/python bench/perf_search.py --stop               # stop the bench PostgreSQL
 
@@ -117,6 +118,8 @@ def phase(
     entry["tables"] = load.table_facts(env["owner_url"])
     log(f"loaded: {entry['tables']}")
     save_results(results)
+    if args.load_only:
+        return
 
     def left():
         return deadline - time.monotonic()
@@ -205,12 +208,13 @@ def phase(
         log(f"   { {k: v for k, v in entry['asgi_profile'].items() if k != 'profile_top_cumulative'} }")
         save_results(results)
 
-    if left() > args.plain_min_left * 60:
+    if args.storage_test and left() > args.plain_min_left * 60:
         log("TOAST vs STORAGE PLAIN for the exact scan")
         entry["storage_plain"] = measure.plain_storage_comparison(env["owner_url"], captured, limit=30, max_seconds=240)
         log(f"   {entry['storage_plain']}")
     else:
-        entry["storage_plain"] = {"skipped": "not enough time left"}
+        reason = "no time left" if args.storage_test else "not asked for (--storage-test)"
+        entry["storage_plain"] = {"skipped": reason}
     entry["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     entry["phase_s"] = round(time.monotonic() - t, 1)
     save_results(results)
@@ -242,6 +246,9 @@ def main() -> int:
     parser.add_argument("--breakdown", type=int, default=150)
     parser.add_argument("--sql-sample", type=int, default=60)
     parser.add_argument("--recall-per-class", type=int, default=40)
+    parser.add_argument(
+        "--storage-test", action="store_true", help="also compare TOASTed and STORAGE PLAIN vectors (decided: plain)"
+    )
     parser.add_argument("--plain-min-left", type=float, default=12, help="minutes left needed for the storage test")
     parser.add_argument(
         "--no-blas-alt",
@@ -262,10 +269,14 @@ def main() -> int:
     parser.add_argument("--alt-per-bucket", type=int, default=6)
     parser.add_argument("--profile-requests", type=int, default=60)
     parser.add_argument("--blas-requests", type=int, default=200)
+    parser.add_argument(
+        "--load-only", action="store_true", help="grow the corpus to each size and measure nothing (implies --keep-db)"
+    )
     parser.add_argument("--keep-db", action="store_true", help="leave the bench PostgreSQL running")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--stop", action="store_true")
     args = parser.parse_args()
+    args.keep_db = args.keep_db or args.load_only
 
     if args.app_dir:
         os.environ["BENCH_APP_DIR"] = str(Path(args.app_dir).resolve())
@@ -340,7 +351,7 @@ def main() -> int:
                 masker=masker_version(),
                 state=state,
             )
-            if "embedding" not in results:
+            if "embedding" not in results and not args.load_only:
                 from bench.perf.load import embedding_document
 
                 rows = corpus.make_rows(specs[0], 2048, seed=99)
@@ -353,7 +364,7 @@ def main() -> int:
                 save_results(results)
 
         ids = results.get("written_ids", [])
-        if ids and "worker_drain" not in results:
+        if ids and "worker_drain" not in results and not args.load_only:
             log(f"Celery worker (concurrency 1) draining {len(ids)} queued per-write embedding tasks")
             results["worker_drain"] = measure.worker_drain(
                 env["owner_url"],
@@ -380,7 +391,8 @@ def main() -> int:
                 pass
             stack.stop_database()
             log("bench PostgreSQL stopped")
-    report.write(results)
+    if not args.load_only:
+        report.write(results)
     log(f"done in {(time.monotonic() - started) / 60:.1f} min; see bench/RESULTS.md")
     return 0
 

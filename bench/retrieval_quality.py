@@ -114,6 +114,8 @@ def evaluate(token, queries, backend, lexical_cache):
     from memory_service.memories.masking import mask_query
     from memory_service.memories.models import Memory
     from memory_service.retrieval import search as s
+    from memory_service.retrieval.candidates import find_candidates
+    from memory_service.retrieval.lexical import lexical_query
 
     floor = backend.similarity_floor
     backend.similarity_floor = -1.0  # rank everything; the floor is applied below as its own variant
@@ -127,22 +129,27 @@ def evaluate(token, queries, backend, lexical_cache):
             started = time.perf_counter()
             vector = backend.embed_query(masked)
             query_ms.append((time.perf_counter() - started) * 1000)
-            dense = s._dense_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
-            if q["id"] not in lexical_cache:
-                lexical_cache[q["id"]] = s._lexical_candidates(scoped=scoped, masked_query=masked)
-            lexical = lexical_cache[q["id"]]
+            found = find_candidates(
+                scoped=scoped,
+                token=token,
+                vector=vector,
+                backend=backend,
+                tsquery=lexical_query(masked),
+                recent_kinds=(),
+            )
+            dense = found.dense
+            lexical = lexical_cache.setdefault(q["id"], found.lexical)
+            scripts = {memory_id: fact.script for memory_id, fact in found.facts.items()}
             for memory_id, sim in dense.items():
                 sims["relevant" if memory_id in q["relevant"] else "other"].append(sim)
             floored = {m: v for m, v in dense.items() if v >= floor}
             top10 = ranked(dense)[:10]
-            texts = dict(scoped.filter(id__in=top10).values_list("id", "text"))
             script = s._script(masked)
-            shared = [s._script(texts[m]) == script for m in top10 if m in texts]
-            memories = {m.id: m for m in scoped.filter(id__in=top10)}
+            shared = [scripts[m] == script for m in top10 if m in scripts]
             gates = {
                 "gate-all10": all(shared),
                 "gate-top1": bool(shared[:1]) and shared[0],
-                "gate-half (service)": s.lexical_gate_open(dense=dense, memories=memories, query=masked),
+                "gate-half (service)": s.lexical_gate_open(dense=dense, scripts=scripts, query=masked),
             }
             variants = {
                 "vector": ranked(dense),

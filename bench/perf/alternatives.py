@@ -92,6 +92,7 @@ def measure_alternatives(
 
     from memory_service.memories.models import Memory
     from memory_service.retrieval import search as S
+    from memory_service.retrieval.candidates import CANDIDATES
     from memory_service.retrieval.lexical import lexical_query
     from tenants.authentication import authenticate_token
 
@@ -151,7 +152,7 @@ def measure_alternatives(
                 )
                 qs = measure._dense_qs(scoped, token, vector, backend)
                 qs = qs.order_by(F("distance") + 0) if order == "exact" else qs.order_by("distance")
-                qs = qs.values_list("memory_id", "distance")[: S.CANDIDATES]
+                qs = qs.values_list("memory_id", "distance")[:CANDIDATES]
                 if order == "exact" and not explain and _round_zero[0]:
                     sql0, params0 = qs.query.sql_with_params()
                     exact_sqls.append(
@@ -252,7 +253,7 @@ def measure_alternatives(
                             )
                         )
                         .order_by("-rank")
-                        .values_list("id", "rank")[: S.CANDIDATES]
+                        .values_list("id", "rank")[:CANDIDATES]
                     )
                     t = time.perf_counter()
                     list(rows)

@@ -157,6 +157,8 @@ def http_writes(specs, tenants: dict, total: int, n: int, seed: int, max_seconds
 def classify(sql: str) -> str:
     if "hnsw." in sql:
         return "hnsw SET LOCAL"
+    if "WITH scoped AS MATERIALIZED" in sql:
+        return "candidates"
     if "<=>" in sql:
         return "vector k-NN"
     if "@@" in sql:
@@ -228,9 +230,8 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
     S.mask_query = _timed(mask_times, original_mask)
     # Inclusive time of each step of memory_search (SQL + ORM + Python), by patching module globals.
     step_names = [
-        "_dense_candidates",
-        "_lexical_candidates",
-        "_recent_hits",
+        "find_candidates",
+        "memories_by_id",
         "memory_statuses",
         "render_context",
         "_record",
@@ -301,7 +302,7 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
                 parts[key].append(value)
             hnsw = any(cls == "hnsw SET LOCAL" for cls, *_ in recorder.events)
             for cls, ms, sql, params in recorder.events:
-                if cls in ("vector k-NN", "lexical", "scope count"):
+                if cls in ("candidates", "vector k-NN"):
                     captured.append(
                         {
                             "class": cls,
@@ -395,7 +396,7 @@ HNSW_VARIANTS = [
 
 
 def _dense_qs(scoped, token, vector, backend):
-    """The app's k-NN queryset (memory_service.retrieval.search._dense_candidates), unordered."""
+    """The app's k-NN queryset for large scopes (memory_service.retrieval.candidates._knn), unordered."""
     from django.db.models.functions import Cast
     from pgvector.django import CosineDistance, VectorField
 
@@ -420,6 +421,7 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
     from django.db.models import F
 
     from memory_service.memories.models import Memory
+    from memory_service.retrieval import candidates as C
     from memory_service.retrieval import search as S
     from tenants.authentication import authenticate_token
 
@@ -441,12 +443,15 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             row["scope_rows"] = scoped.count()
             row["count_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            row["capped_count"] = scoped[: S.EXACT_SCAN_MAX_ROWS + 1].count()
+            row["capped_count"] = scoped[: C.EXACT_SCAN_MAX_ROWS + 1].count()
             row["capped_count_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
-            app = S._dense_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
-            row["app_ms"] = (time.perf_counter() - t) * 1000  # includes its count()
-            row["app_path"] = "exact" if row["scope_rows"] <= S.EXACT_SCAN_MAX_ROWS else "hnsw"
+            found = C.find_candidates(
+                scoped=scoped, token=token, vector=vector, backend=backend, tsquery="", recent_kinds=()
+            )
+            app = found.dense
+            row["app_ms"] = (time.perf_counter() - t) * 1000  # the one statement, plus HNSW for large scopes
+            row["app_path"] = found.path
         app_sorted = sorted(((i, 1 - s) for i, s in app.items()), key=lambda x: x[1])
         with tenant_tx(item["tenant_id"]):
             token_obj = authenticate_token(item["token"])
@@ -459,7 +464,7 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
                 backend,
             )
             t = time.perf_counter()
-            exact = list(qs.order_by(F("distance") + 0).values_list("memory_id", "distance")[: S.CANDIDATES])
+            exact = list(qs.order_by(F("distance") + 0).values_list("memory_id", "distance")[: C.CANDIDATES])
             row["exact_ms"] = (time.perf_counter() - t) * 1000
         floor = backend.similarity_floor
         exact_floor = [(i, d) for i, d in exact if 1 - d >= floor]
@@ -480,7 +485,7 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
                     backend,
                 )
                 t = time.perf_counter()
-                found = list(qs.order_by("distance").values_list("memory_id", "distance")[: S.CANDIDATES])
+                found = list(qs.order_by("distance").values_list("memory_id", "distance")[: C.CANDIDATES])
                 row[f"{name}|ms"] = (time.perf_counter() - t) * 1000
             found = sorted(found, key=lambda x: x[1])  # relaxed order: re-sort as the app's dict does
             row[f"{name}|recall"] = _recall(found, exact)
@@ -546,7 +551,7 @@ def plain_storage_comparison(owner_url: str, captured: list[dict], limit: int, m
     conn.execute("CREATE INDEX ON bench_emb_plain (tenant_id, model)")
     conn.execute("VACUUM ANALYZE bench_emb_plain")
     build_s = time.monotonic() - started
-    exact = [c for c in captured if c["class"] == "vector k-NN" and not c["hnsw"]]
+    exact = [c for c in captured if c["class"] in ("candidates", "vector k-NN") and not c["hnsw"]]
     exact.sort(key=lambda c: -c["ms"])
     rows = []
     from django.db import connection as dj

@@ -81,6 +81,9 @@ def measure(*, size: int, requests: int = 60) -> dict:
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("cumulative").print_stats(50)
     out["profile_top_cumulative"] = buffer.getvalue()
+    buffer = io.StringIO()
+    pstats.Stats(profiler, stream=buffer).sort_stats("tottime").print_stats(40)
+    out["profile_top_own_time"] = buffer.getvalue()
     return out
 
 
@@ -94,8 +97,9 @@ def main() -> None:
         stack.setup_django()
         out = measure(size=args.size, requests=args.requests)
         (stack.PROFILE.dir / "profile_request.json").write_text(json.dumps(out, indent=1))
-        print(json.dumps({k: v for k, v in out.items() if k != "profile_top_cumulative"}, indent=1))
+        print(json.dumps({k: v for k, v in out.items() if not k.startswith("profile_")}, indent=1))
         print(out["profile_top_cumulative"][:12000])
+        print(out["profile_top_own_time"][:8000])
     finally:
         if env["pg_started"]:
             from django.db import connections

@@ -46,8 +46,8 @@ def plot(results: dict) -> bool:
         ("REST search p50", lambda e: e["rest_search"]["overall"]["p50"], "o-", "C0"),
         ("REST search p95", lambda e: e["rest_search"]["overall"]["p95"], "o--", "C0"),
         ("REST write p50", lambda e: e["rest_write"]["overall"]["p50"], "s-", "C3"),
-        ("DB vector k-NN p95 (exact branch)", lambda e: _sql(e, "vector k-NN", "p95"), "^:", "C1"),
-        ("DB lexical p95", lambda e: _sql(e, "lexical", "p95"), "v:", "C2"),
+        ("DB candidate statement p95", lambda e: _sql(e, "candidates", "p95"), "^:", "C1"),
+        ("DB HNSW k-NN p95 (large scopes)", lambda e: _sql(e, "vector k-NN (hnsw)", "p95"), "v:", "C2"),
     ]
     for label, getter, style, color in series:
         ys = [getter(e) for _, e in done]
@@ -117,34 +117,31 @@ def section(results: dict) -> str:
         out += [ANALYSIS.read_text().strip(), ""]
     out += ["### Figures", ""]
     out.append(
-        "| corpus | vectors | REST search p50 / p95 ms | REST write p50 / p95 ms | DB vector k-NN p50 / p95 ms "
-        "| DB lexical p50 / p95 ms | scope count p50 / p95 ms | vector recall@10 (app) min per class |"
+        "| corpus | vectors | REST search p50 / p95 ms | REST write p50 / p95 ms "
+        "| DB candidate statement p50 / p95 ms | DB HNSW k-NN (large scopes) p50 / p95 ms (n) "
+        "| vector recall@10 (app) min per class |"
     )
-    out.append("|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|")
     for size, e in _sizes(results):
         if "skipped" in e and "rest_search" not in e:
-            out.append(f"| {size:,} | skipped: {e['skipped']} | | | | | | |")
+            out.append(f"| {size:,} | skipped: {e['skipped']} | | | | | |")
             continue
         if "rest_search" not in e:
             continue
         rs, rw = e["rest_search"]["overall"], e.get("rest_write", {}).get("overall", {})
-        vec = e["sql"]["timings"].get("vector k-NN", {}).get("explain_exec_ms", {})
-        vec_h = e["sql"]["timings"].get("vector k-NN (hnsw)", {}).get("explain_exec_ms", {})
-        lex = e["sql"]["timings"].get("lexical", {}).get("explain_exec_ms", {})
-        cnt = e["sql"]["timings"].get("scope count", {}).get("explain_exec_ms", {})
+        timings = e["sql"]["timings"]
+        one = timings.get("candidates", {}).get("explain_exec_ms", {})
+        hnsw = timings.get("vector k-NN (hnsw)", {}).get("explain_exec_ms", {})
         recalls = [
             v["recall_app"]
             for k, v in e.get("recall", {}).items()
             if k not in ("all",) and "scope" not in k and v.get("recall_app") is not None
         ]
-        vec_txt = f"{_f(vec.get('p50'))} / {_f(vec.get('p95'))}"
-        if vec_h:
-            vec_txt += f" exact; {_f(vec_h.get('p50'))} / {_f(vec_h.get('p95'))} "
-            vec_txt += f'">20k" branch (n={vec_h.get("n")}; plan still exact)'
+        hnsw_txt = f"{_f(hnsw.get('p50'))} / {_f(hnsw.get('p95'))} ({hnsw.get('n')})" if hnsw else "none used"
         out.append(
             f"| {size:,} | {e.get('vectors', '')} | {_f(rs.get('p50'))} / {_f(rs.get('p95'))} "
-            f"| {_f(rw.get('p50'))} / {_f(rw.get('p95'))} | {vec_txt} | {_f(lex.get('p50'))} / {_f(lex.get('p95'))} "
-            f"| {_f(cnt.get('p50'))} / {_f(cnt.get('p95'))} | {_f(min(recalls) if recalls else None, 3)} |"
+            f"| {_f(rw.get('p50'))} / {_f(rw.get('p95'))} | {_f(one.get('p50'))} / {_f(one.get('p95'))} "
+            f"| {hnsw_txt} | {_f(min(recalls) if recalls else None, 3)} |"
         )
     out.append("")
     out.append(
@@ -320,7 +317,7 @@ def section(results: dict) -> str:
             out.append(f"Vector column storage test: skipped ({sp['skipped']}).\n")
         plans = e.get("sql", {}).get("slowest_plans", {})
         for key, p in sorted(plans.items()):
-            if key in ("vector k-NN", "vector k-NN (hnsw)", "lexical"):
+            if key in ("candidates", "vector k-NN", "vector k-NN (hnsw)"):
                 text = re.sub(r"'\[[^\]]{200,}\]'", "'[…512 floats…]'", p["text"])
                 out += [
                     f"<details><summary>slowest {key} plan ({_f(p['exec_ms'])} ms, {p['size_class']})</summary>",
