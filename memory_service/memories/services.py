@@ -304,7 +304,8 @@ def memory_create(
             if winner is None:
                 raise
             return MemoryWriteResult(memory=winner, created=False, pii=masked.counts)
-        memory.refresh_from_db(fields=["search_vector"])
+        # The saved value is an SQL expression: leave the field deferred, as the manager loads it.
+        del memory.__dict__["search_vector"]
         _link_supersessions(token=token, memory=memory, supersedes=supersedes or [])
         _record_write(
             token=token,
