@@ -123,38 +123,71 @@ def hnsw_threshold() -> int:
     return max(EXACT_SCAN_MAX_ROWS, int(cached[1] * 0.01))
 
 
-def _statement(*, where: str, dimension: int | None, lexical: bool, recent: bool) -> str:
-    """The candidate statement; a stage left out returns no rows (see ``find_candidates`` for the
-    order of its parameters)."""
-    dense = (
-        f"""SELECT e.memory_id AS id, ((e.embedding)::vector({dimension}) <=> %s::vector) + 0.0 AS distance
+def _statement(
+    *, where: str, where_params: list, cap: int, dense: tuple | None, tsquery: str, recent_kinds: list[str]
+) -> tuple[str, list]:
+    """The candidate statement and its parameters.
+
+    ``scoped`` reads the scope once (at most ``cap`` rows) with what the other stages need of each
+    row, the full-text rank included. When the scope is complete (fewer than ``cap`` rows) the
+    dense, lexical and recent stages read ``scoped`` only; when it is not, the dense stage returns
+    nothing (``find_candidates`` runs HNSW next) and lexical and recent read the whole scope
+    through the indexes instead. A stage that is not asked for returns no rows.
+    """
+    params: list = []
+    if tsquery:
+        rank = (
+            "CASE WHEN memories_memory.search_vector @@ to_tsquery('simple', %s)"
+            " THEN ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) END"
+        )
+        params += [tsquery, tsquery]
+    else:
+        rank = "NULL::real"
+    params += [*where_params, cap]
+    complete = f"(SELECT n FROM scope_rows) < {int(cap)}"
+
+    if dense is not None:
+        vector, tenant_id, model = dense
+        # The exact scan: no cast to the index's dimension, and "+ 0.0" keeps the planner off the index.
+        dense_sql = f"""SELECT e.memory_id AS id, (e.embedding <=> %s::vector) + 0.0 AS distance
             FROM memories_memoryembedding e
-            WHERE e.tenant_id = %s AND e.model = %s AND e.memory_id IN (SELECT id FROM scoped)
-              AND (SELECT n FROM scope_rows) <= %s
+            WHERE {complete} AND e.tenant_id = %s AND e.model = %s AND e.memory_id IN (SELECT id FROM scoped)
             ORDER BY distance LIMIT %s"""
-        if dimension
-        else "SELECT NULL::uuid AS id, NULL::float8 AS distance WHERE false"
-    )
-    lexical_sql = (
-        f"""SELECT memories_memory.id, ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
-            FROM memories_memory
-            WHERE ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
-            ORDER BY rank DESC LIMIT %s"""
-        if lexical
-        else "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
-    )
-    recent_sql = (
-        f"""SELECT memories_memory.id FROM memories_memory
-            WHERE ({where}) AND memories_memory.kind = ANY(%s)
-              AND (memories_memory.valid_until IS NULL OR memories_memory.valid_until > now())
-            ORDER BY memories_memory.occurred_at DESC, memories_memory.created_at DESC LIMIT %s"""
-        if recent
-        else "SELECT NULL::uuid AS id WHERE false"
-    )
-    return f"""
-        WITH scoped AS MATERIALIZED (SELECT memories_memory.id FROM memories_memory WHERE {where} LIMIT %s),
+        params += [vector, tenant_id, model, CANDIDATES]
+    else:
+        dense_sql = "SELECT NULL::uuid AS id, NULL::float8 AS distance WHERE false"
+
+    if tsquery:
+        lexical_sql = f"""(SELECT id, rank FROM scoped WHERE {complete} AND rank IS NOT NULL
+             ORDER BY rank DESC LIMIT %s)
+            UNION ALL
+            (SELECT memories_memory.id, ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
+             FROM memories_memory
+             WHERE NOT {complete} AND ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
+             ORDER BY rank DESC LIMIT %s)"""
+        params += [CANDIDATES, tsquery, *where_params, tsquery, CANDIDATES]
+    else:
+        lexical_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
+
+    if recent_kinds:
+        live = "(valid_until IS NULL OR valid_until > now())"
+        recent_sql = f"""(SELECT id FROM scoped WHERE {complete} AND kind = ANY(%s) AND {live}
+             ORDER BY occurred_at DESC, created_at DESC LIMIT %s)
+            UNION ALL
+            (SELECT memories_memory.id FROM memories_memory
+             WHERE NOT {complete} AND ({where}) AND memories_memory.kind = ANY(%s) AND {live}
+             ORDER BY memories_memory.occurred_at DESC, memories_memory.created_at DESC LIMIT %s)"""
+        params += [recent_kinds, RECENT_COUNT, *where_params, recent_kinds, RECENT_COUNT]
+    else:
+        recent_sql = "SELECT NULL::uuid AS id WHERE false"
+
+    sql = f"""
+        WITH scoped AS MATERIALIZED (
+            SELECT memories_memory.id, memories_memory.kind, memories_memory.valid_until,
+                   memories_memory.occurred_at, memories_memory.created_at, {rank} AS rank
+            FROM memories_memory WHERE {where} LIMIT %s),
         scope_rows AS (SELECT count(*) AS n FROM scoped),
-        dense AS MATERIALIZED ({dense}),
+        dense AS MATERIALIZED ({dense_sql}),
         lexical AS MATERIALIZED ({lexical_sql}),
         recent AS MATERIALIZED ({recent_sql}),
         found AS (SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM recent)
@@ -165,50 +198,63 @@ def _statement(*, where: str, dimension: int | None, lexical: bool, recent: bool
         LEFT JOIN lexical l ON l.id = m.id
         LEFT JOIN recent r ON r.id = m.id
     """
+    return sql, params
+
+
+def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
+    """Whether the scope holds more than ``limit`` rows (counted no further than that)."""
+    if limit <= EXACT_SCAN_MAX_ROWS:
+        return True  # the caller found more than the exact-scan limit already
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory WHERE {where} LIMIT %s) capped",
+            [*where_params, limit + 1],
+        )
+        return cursor.fetchone()[0] > limit
+
+
+def _candidate(row) -> Candidate:
+    memory_id, priority, scope, confidence, created, _occurred, cjk = row
+    return Candidate(
+        id=memory_id,
+        priority=priority,
+        scope=scope,
+        confidence=confidence,
+        created_at=created,
+        script="cjk" if cjk else "latin",
+    )
 
 
 def find_candidates(
     *, scoped: QuerySet, token, vector, backend: EmbeddingBackend | None, tsquery: str, recent_kinds=RECENT_KINDS
 ) -> Candidates:
-    """Dense, lexical and recent candidates of ``scoped`` with their memory rows.
+    """Dense, lexical and recent candidates of ``scoped`` with what ranking needs of each.
 
     ``vector`` None means the query could not be embedded (no dense stage). ``tsquery`` is a
     ``to_tsquery('simple', …)`` string ('' for none). ``recent_kinds`` empty skips the recent stage.
     """
     where, where_params = _where(scoped)
-    threshold = hnsw_threshold() if vector is not None else EXACT_SCAN_MAX_ROWS
-    cap = threshold + 1
-    sql = _statement(
+    dense = None if vector is None else (Vector._to_db(vector), token.tenant_id, backend.model_id)
+    sql, params = _statement(
         where=where,
-        dimension=backend.dimension if vector is not None else None,
-        lexical=bool(tsquery),
-        recent=bool(recent_kinds),
+        where_params=where_params,
+        cap=EXACT_SCAN_MAX_ROWS + 1,
+        dense=dense,
+        tsquery=tsquery,
+        recent_kinds=[str(k) for k in recent_kinds],
     )
-    params: list = [*where_params, cap]
-    if vector is not None:
-        params += [Vector._to_db(vector), token.tenant_id, backend.model_id, EXACT_SCAN_MAX_ROWS, CANDIDATES]
-    if tsquery:
-        params += [tsquery, *where_params, tsquery, CANDIDATES]
-    if recent_kinds:
-        params += [*where_params, [str(k) for k in recent_kinds], RECENT_COUNT]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
 
     found = Candidates(path="exact" if vector is not None else "none")
-    scope_rows = rows[0][0]  # there is always a row, with the memory columns null when none matched
+    complete = rows[0][0] <= EXACT_SCAN_MAX_ROWS  # there is always a row; its memory columns are null when none matched
     occurred = {}
-    for _n, distance, rank, is_recent, memory_id, priority, scope, confidence, created, occurred_at, cjk in rows:
+    for _n, distance, rank, is_recent, *facts in rows:
+        memory_id = facts[0]
         if memory_id is None:
             continue
-        found.facts[memory_id] = Candidate(
-            id=memory_id,
-            priority=priority,
-            scope=scope,
-            confidence=confidence,
-            created_at=created,
-            script="cjk" if cjk else "latin",
-        )
+        found.facts[memory_id] = _candidate(facts)
         if distance is not None:
             similarity = 1.0 - float(distance)
             if similarity >= backend.similarity_floor:
@@ -217,11 +263,11 @@ def find_candidates(
             found.lexical[memory_id] = float(rank)
         if is_recent:
             found.recent.append(memory_id)
-            occurred[memory_id] = (occurred_at, created)
+            occurred[memory_id] = (facts[5], facts[4])
     found.recent.sort(key=occurred.get, reverse=True)
 
-    if vector is not None and scope_rows > EXACT_SCAN_MAX_ROWS:
-        if scope_rows > threshold:
+    if vector is not None and not complete:
+        if _scope_exceeds(where, where_params, hnsw_threshold()):
             found.path = "hnsw"
             found.dense = _hnsw_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
         else:  # between the limits: the exact scan is still the better plan, run on its own
@@ -230,15 +276,8 @@ def find_candidates(
         if missing:
             with connection.cursor() as cursor:
                 cursor.execute(f"SELECT {_FACT_COLUMNS} FROM memories_memory m WHERE m.id = ANY(%s)", [missing])
-                for memory_id, priority, scope, confidence, created, _occurred, cjk in cursor.fetchall():
-                    found.facts[memory_id] = Candidate(
-                        id=memory_id,
-                        priority=priority,
-                        scope=scope,
-                        confidence=confidence,
-                        created_at=created,
-                        script="cjk" if cjk else "latin",
-                    )
+                for facts in cursor.fetchall():
+                    found.facts[facts[0]] = _candidate(facts)
     return found
 
 

@@ -216,3 +216,32 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
     with connection.cursor() as cursor:
         cursor.execute("SHOW enable_sort")
         assert cursor.fetchone()[0] == "on"
+
+
+def test_a_scope_past_the_exact_scan_limit_still_gets_its_lexical_and_recent_candidates(write, api_client, monkeypatch):
+    from memory_service.retrieval import candidates as candidates_module
+
+    write(text="Lesson: always pin dependency versions", kind="lesson", scope="repository", repository="r1")
+    write(text="The coffee machine on floor 3 descales on Fridays", scope="repository", repository="r1")
+    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # the scope's first pass is cut short
+    result = search(api_client, query="coffee")
+    assert result["items"][0]["text"] == "The coffee machine on floor 3 descales on Fridays"
+    recent = [i["text"] for i in result["items"] if "RECENT" in i["markers"]]
+    assert recent == ["Lesson: always pin dependency versions"]
+
+
+def test_a_scope_between_the_exact_and_hnsw_limits_is_scanned_exactly(write, api_client, embed_all, monkeypatch):
+    from memory_service.retrieval import candidates as candidates_module
+
+    for text in ("Rotate the signing keys yearly", "Vacuum the big tables weekly", "Pin base images by digest"):
+        write(text=text, scope="repository", repository="r1")
+    embed_all()
+    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)
+    monkeypatch.setattr(candidates_module, "hnsw_threshold", lambda: 100)  # as in a table of 10M rows
+    calls = []
+    for name in ("_dense_exact", "_hnsw_candidates"):
+        original = getattr(candidates_module, name)
+        monkeypatch.setattr(candidates_module, name, lambda _f=original, _n=name, **kw: calls.append(_n) or _f(**kw))
+    found = search(api_client, query="how often do we rotate keys", top=1)
+    assert calls == ["_dense_exact"]
+    assert found["items"][0]["text"] == "Rotate the signing keys yearly"
