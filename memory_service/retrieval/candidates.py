@@ -159,12 +159,12 @@ def _statement(
 
     if tsquery:
         lexical_sql = f"""(SELECT id, rank FROM scoped WHERE {complete} AND rank IS NOT NULL
-             ORDER BY rank DESC LIMIT %s)
+             ORDER BY rank DESC, id LIMIT %s)
             UNION ALL
             (SELECT memories_memory.id, ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
              FROM memories_memory
              WHERE NOT {complete} AND ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
-             ORDER BY rank DESC LIMIT %s)"""
+             ORDER BY rank DESC, id LIMIT %s)"""
         params += [CANDIDATES, tsquery, *where_params, tsquery, CANDIDATES]
     else:
         lexical_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
