@@ -115,7 +115,7 @@ def evaluate(token, queries, backend, lexical_cache):
     from memory_service.memories.models import Memory
     from memory_service.retrieval import search as s
     from memory_service.retrieval.candidates import find_candidates
-    from memory_service.retrieval.lexical import lexical_query
+    from memory_service.retrieval.lexical import lexical_query, script_of
 
     floor = backend.similarity_floor
     backend.similarity_floor = -1.0  # rank everything; the floor is applied below as its own variant
@@ -144,7 +144,7 @@ def evaluate(token, queries, backend, lexical_cache):
                 sims["relevant" if memory_id in q["relevant"] else "other"].append(sim)
             floored = {m: v for m, v in dense.items() if v >= floor}
             top10 = ranked(dense)[:10]
-            script = s._script(masked)
+            script = script_of(masked)
             shared = [scripts[m] == script for m in top10 if m in scripts]
             gates = {
                 "gate-all10": all(shared),

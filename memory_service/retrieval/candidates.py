@@ -26,6 +26,7 @@ from pgvector.django import CosineDistance, VectorField
 
 from memory_service.embeddings.backends import EmbeddingBackend
 from memory_service.memories.models import Kind, Memory, MemoryEmbedding
+from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
 
 CANDIDATES = 50
 RECENT_COUNT = 3
@@ -36,11 +37,8 @@ EXACT_SCAN_MAX_ROWS = 10_000
 _TABLE_ROWS_TTL_S = 300.0
 _table_rows: dict[str, tuple[float, float]] = {}
 
-# What ranking reads of a candidate; the script test has the ranges of ``search._script``.
-_FACT_COLUMNS = (
-    "m.id, m.priority, m.scope, m.confidence, m.created_at, m.occurred_at, "
-    "m.text ~ '[\\u3040-\\u9fff\\uf900-\\ufaff\\uff66-\\uff9f]'"
-)
+# What ranking reads of a candidate; the last column is ``lexical.script_of(text) == "cjk"``.
+_FACT_COLUMNS = f"m.id, m.priority, m.scope, m.confidence, m.created_at, m.occurred_at, m.text ~ '{CJK_SCRIPT_CLASS}'"
 # Every column of a memory except its tsvector (large, and only ever used inside SQL).
 _MEMORY_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname != "search_vector"]
 _MEMORY_COLUMNS = ", ".join(f'm."{f.column}"' for f in _MEMORY_FIELDS)
@@ -80,7 +78,7 @@ class Candidate:
     scope: str
     confidence: str
     created_at: datetime
-    script: str  # "cjk" or "latin", as ``search._script`` would say of its text
+    script: str  # "cjk" or "latin", as ``lexical.script_of`` says of its text
 
 
 @dataclass

@@ -13,6 +13,15 @@ from datetime import datetime
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u30fc]+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Characters that make a text "cjk" rather than "latin" for the lexical gate (kana, CJK ideographs,
+# compatibility ideographs, half-width katakana). The same class is used in Python and in SQL.
+CJK_SCRIPT_CLASS = "[\u3040-\u9fff\uf900-\ufaff\uff66-\uff9f]"
+_CJK_SCRIPT = re.compile(CJK_SCRIPT_CLASS)
+
+
+def script_of(text: str) -> str:
+    """'cjk' if the text has CJK characters, else 'latin' — language by script."""
+    return "cjk" if _CJK_SCRIPT.search(text) else "latin"
 
 
 def _bigrams(run: str) -> list[str]:

@@ -29,7 +29,7 @@ from memory_service.memories.selectors import memory_statuses, memory_visibility
 from memory_service.memories.status import DerivedStatus
 from memory_service.retrieval.candidates import find_candidates, memories_by_id
 from memory_service.retrieval.context import ContextItem, render_context
-from memory_service.retrieval.lexical import lexical_query
+from memory_service.retrieval.lexical import lexical_query, script_of
 from tenants.models import ApiToken
 from tenants.services import actor_of
 
@@ -64,14 +64,6 @@ class SearchResult:
     masked_query: str
 
 
-def _script(text: str) -> str:
-    """'cjk' if the text has CJK characters, else 'latin' — language by script."""
-    for char in text:
-        if "\u3040" <= char <= "\u9fff" or "\uf900" <= char <= "\ufaff" or "\uff66" <= char <= "\uff9f":
-            return "cjk"
-    return "latin"
-
-
 def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -> Q:
     """Memories of user U, repository R and session S that the token may read, still unexpired."""
     parts = Q(pk__in=[])
@@ -88,7 +80,7 @@ def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -
 def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
     """Whether lexical scores may count: at least half of the dense top 10 are in the query's script.
 
-    ``scripts``: memory id → "cjk" or "latin", the script of its text (``_script``).
+    ``scripts``: memory id → "cjk" or "latin", the script of its text (``lexical.script_of``).
 
     Lexical matching only ever votes for notes in the query's language; when the nearest
     neighbours are mostly in another language, it would push those cross-lingual matches down.
@@ -96,7 +88,7 @@ def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
     requiring half kept the cross-lingual gain.
     """
     top = [scripts[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in scripts]
-    script = _script(query)
+    script = script_of(query)
     return sum(other == script for other in top) * 2 >= len(top)
 
 
@@ -173,7 +165,8 @@ def memory_search(
     scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created_at.timestamp()))
     ranked = ranked[:top]
-    recent = [i for i in found.recent if i not in set(ranked)]
+    shown = set(ranked)
+    recent = [i for i in found.recent if i not in shown]
     memories = memories_by_id(ranked + recent)
     hits = [
         Hit(memory=memories[i], score=scores[i], similarity=dense.get(i), lexical=lexical.get(i))
