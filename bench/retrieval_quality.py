@@ -110,6 +110,14 @@ def metrics(ranking: list, relevant: set) -> dict:
     return out
 
 
+def owner_keys(scoped) -> list[str]:
+    """The owner keys of the memories ``scoped`` holds (its filter may name no owner at all)."""
+    from django.db.models import Func, TextField
+
+    key = Func("scope", "user", "repository", "session", function="memory_owner_key", output_field=TextField())
+    return list(scoped.annotate(owner_key=key).values_list("owner_key", flat=True).distinct())
+
+
 def evaluate(token, queries, backend, lexical_cache):
     from memory_service.memories.masking import mask_query
     from memory_service.memories.models import Memory
@@ -131,6 +139,7 @@ def evaluate(token, queries, backend, lexical_cache):
             query_ms.append((time.perf_counter() - started) * 1000)
             found = find_candidates(
                 scoped=scoped,
+                owner_keys=owner_keys(scoped),
                 token=token,
                 vector=vector,
                 backend=backend,

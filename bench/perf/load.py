@@ -26,6 +26,8 @@ from memory_service.retrieval.lexical import date_terms, lexical_document
 
 HNSW_INDEX = "memory_embedding_usem3_hnsw"
 GIN_INDEX = "memory_search_vector"
+# The scope vectors follow the embeddings: a trigger writes them, a foreign key deletes them.
+TABLES = ("memories_memory", "memories_memoryembedding", "memories_scopevector")
 INDEXDEFS_FILE = PROFILE.dir / "indexdefs.json"
 BATCH = 20_000
 
@@ -313,8 +315,8 @@ def grow(*, owner_url: str, specs, tenants: dict, target_total: int, embedder, m
     flush()
     timings |= build_indexes(conn, defs, log)
     started = time.perf_counter()
-    conn.execute("VACUUM ANALYZE memories_memory")
-    conn.execute("VACUUM ANALYZE memories_memoryembedding")
+    for table in TABLES:
+        conn.execute(f"VACUUM ANALYZE {table}")
     timings["vacuum_analyze_s"] = round(time.perf_counter() - started, 1)
     for key in ("copy_s", "embed_s", "generate_s"):
         timings[key] = round(timings[key], 1)
@@ -328,7 +330,7 @@ def table_facts(owner_url: str) -> dict:
     facts = {}
     facts["memories"] = conn.execute("SELECT count(*) FROM memories_memory").fetchone()[0]
     facts["embeddings"] = conn.execute("SELECT count(*) FROM memories_memoryembedding").fetchone()[0]
-    for rel in ("memories_memory", "memories_memoryembedding", HNSW_INDEX, GIN_INDEX):
+    for rel in (*TABLES, HNSW_INDEX, GIN_INDEX, "scope_vector_owner"):
         size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size(%s::regclass))", [rel]).fetchone()
         facts[f"size_{rel}"] = size[0] if size else None
     facts["server"] = conn.execute(
@@ -377,11 +379,10 @@ def shrink(*, owner_url: str, target_total: int, log) -> dict:
     conn.execute("SET maintenance_work_mem = '4GB'")
     conn.execute("SET max_parallel_maintenance_workers = 1")
     t = time.perf_counter()
-    if deleted:  # a rewrite rebuilds every index, HNSW included (11 min at 1M): only when vectors went
-        conn.execute("VACUUM FULL memories_memory")
-        conn.execute("VACUUM FULL memories_memoryembedding")
-    conn.execute("VACUUM ANALYZE memories_memory")
-    conn.execute("VACUUM ANALYZE memories_memoryembedding")
+    for table in TABLES:
+        if deleted:  # a rewrite rebuilds every index, HNSW included (11 min at 1M): only when vectors went
+            conn.execute(f"VACUUM FULL {table}")
+        conn.execute(f"VACUUM ANALYZE {table}")
     timings["vacuum_full_reindex_s"] = round(time.perf_counter() - t, 1)
     timings["total_s"] = round(time.perf_counter() - started, 1)
     conn.close()

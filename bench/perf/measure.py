@@ -447,7 +447,13 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             row["capped_count_ms"] = (time.perf_counter() - t) * 1000
             t = time.perf_counter()
             found = C.find_candidates(
-                scoped=scoped, token=token, vector=vector, backend=backend, tsquery="", recent_kinds=()
+                scoped=scoped,
+                owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
+                token=token,
+                vector=vector,
+                backend=backend,
+                tsquery="",
+                recent_kinds=(),
             )
             app = found.dense
             row["app_ms"] = (time.perf_counter() - t) * 1000  # the one statement, plus HNSW for large scopes

@@ -6,7 +6,7 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
-from pgvector.django import VectorField
+from pgvector.django import HalfVectorField, VectorField
 
 from tenants.models import Tenant, TenantQuerySet
 
@@ -17,6 +17,15 @@ class Scope(models.TextChoices):
     USER = "user"
     REPOSITORY = "repository"
     SESSION = "session"
+
+
+def owner_key(scope: str, owner: str) -> str:
+    """The key a scope owner's memories are filed under: ``"<scope>:<owner id>"``.
+
+    The database computes the same key with ``memory_owner_key(scope, user, repository, session)``
+    (migration 0005): its ``ScopeVector`` rows and the recent-memories index are keyed by it.
+    """
+    return f"{scope}:{owner}"
 
 
 class Kind(models.TextChoices):
@@ -145,6 +154,15 @@ class Memory(models.Model):
                 fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
             ),
             GinIndex(fields=["search_vector"], name="memory_search_vector"),
+            # A scope owner's newest memories of a kind, without reading the rest of the scope.
+            models.Index(
+                "tenant",
+                models.Func("scope", "user", "repository", "session", function="memory_owner_key"),
+                "kind",
+                models.F("occurred_at").desc(),
+                models.F("created_at").desc(),
+                name="memory_owner_kind_occurred",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -204,6 +222,42 @@ class MemoryEmbedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} @ {self.model}"
+
+
+# A btree entry holds at most ~2.7 kB: a halfvec of this many dimensions, with its keys, fits.
+SCOPE_VECTOR_MAX_DIMENSION = 1024
+
+
+class ScopeVector(models.Model):
+    """A memory's vector filed under its scope owner, so that one scope's vectors are one index range.
+
+    Derived data, kept by the database: a trigger on ``MemoryEmbedding`` inserts the row (the
+    vector as ``halfvec``, for models of up to ``SCOPE_VECTOR_MAX_DIMENSION`` dimensions) and a
+    foreign key on (memory_id, model) deletes it with its embedding (migration 0005). The index
+    ``(tenant, model, owner_key) INCLUDE (memory_id, embedding)`` gives the exact k-NN of a scope
+    from the index alone; the memory table's pages are read only for the winners
+    (``retrieval.candidates``). A memory's scope owner never changes, so neither does its key.
+    """
+
+    pk = models.CompositePrimaryKey("memory_id", "model")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    # The database deletes the row with its MemoryEmbedding (composite foreign key, migration 0005).
+    memory = models.ForeignKey(Memory, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    model = models.CharField(max_length=64)
+    owner_key = models.CharField(max_length=160)
+    embedding = HalfVectorField()
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["tenant", "model", "owner_key"], include=["memory", "embedding"], name="scope_vector_owner"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id} @ {self.model} in {self.owner_key}"
 
 
 class ActivityLog(models.Model):

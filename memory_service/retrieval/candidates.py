@@ -1,14 +1,20 @@
-"""The candidates of one search, found in one SQL statement for the usual (small) scope.
+"""The candidates of one search, found in one SQL statement that reads only what it keeps.
 
-The statement reads the scope once (capped), runs the exact k-NN scan, the full-text match and
-the newest lessons and conclusions, and returns the memory rows of all three with their scores.
-One round trip instead of five, and one compilation of the scope's filter instead of five: the
-fixed cost of a search was mostly ORM compilation and round trips (bench/RESULTS.md, "Search
-performance").
+At a million memories a search's cost is locality: a scope's rows lie on as many heap pages as it
+has rows (bench/perf/analysis.md). So each stage reads an index range of the scope owners instead
+of the scope's rows:
 
-A scope larger than the exact-scan limit is answered by the HNSW index with iterative scan in a
-second statement (``_hnsw_candidates``): the planner must be steered for it, and the exact scan
-would read every row of a large scope.
+- dense: ``ScopeVector`` holds each vector under its scope owner key, in a covering index. The
+  exact k-NN of the scope is one index-only range scan per owner; the nearest rows are then
+  checked against the scope's full filter (expiry, visibility, kinds) and scored with the stored
+  float vector, so similarities are exact;
+- lexical: the full-text match within the scope (GIN and the owner indexes, bitmap-combined);
+- recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
+
+A scope with more vectors than ``COVERING_MAX_ROWS``, a filter that rejects most of the nearest
+rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``) takes the dense
+stage from ``MemoryEmbedding``: an exact scan of the scope when it is small enough, else the HNSW
+index with iterative scan (``_hnsw_candidates``).
 """
 
 import time
@@ -21,18 +27,28 @@ from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection, connections
 from django.db.models import QuerySet
 from django.db.models.functions import Cast
-from pgvector import Vector
+from pgvector import HalfVector, Vector
 from pgvector.django import CosineDistance, VectorField
 
 from memory_service.embeddings.backends import EmbeddingBackend
-from memory_service.memories.models import Kind, Memory, MemoryEmbedding
+from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, Kind, Memory, MemoryEmbedding
 from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
 
 CANDIDATES = 50
 RECENT_COUNT = 3
 RECENT_KINDS = (Kind.LESSON, Kind.CONCLUSION)
-# Up to this many candidate rows an exact scan is both exact and faster than filtered HNSW.
+# Up to this many candidate rows an exact scan of MemoryEmbedding is both exact and faster than
+# filtered HNSW.
 EXACT_SCAN_MAX_ROWS = 10_000
+# Up to this many vectors of the scope's owners the covering index is read whole (exact k-NN);
+# past it, HNSW. The nearest NEAREST_READ of them are checked against the scope's filter.
+COVERING_MAX_ROWS = 50_000
+NEAREST_READ = 2 * CANDIDATES
+# The owner key of a memory row, exactly as the index memory_owner_kind_occurred computes it.
+OWNER_KEY_SQL = (
+    'memory_owner_key(memories_memory.scope, memories_memory."user", memories_memory.repository, '
+    "memories_memory.session)"
+)
 # The table's size only moves the HNSW threshold once it passes 1M rows: re-read it now and then.
 _TABLE_ROWS_TTL_S = 300.0
 _table_rows: dict[str, tuple[float, float]] = {}
@@ -122,74 +138,72 @@ def hnsw_threshold() -> int:
 
 
 def _statement(
-    *, where: str, where_params: list, cap: int, dense: tuple | None, tsquery: str, recent_kinds: list[str]
+    *, where: str, where_params: list, owner_keys: list[str], dense: tuple | None, tsquery: str, recent_kinds: list[str]
 ) -> tuple[str, list]:
-    """The candidate statement and its parameters.
+    """The candidate statement and its parameters. A stage that is not asked for returns no rows.
 
-    ``scoped`` reads the scope once (at most ``cap`` rows) with what the other stages need of each
-    row, the full-text rank included. When the scope is complete (fewer than ``cap`` rows) the
-    dense, lexical and recent stages read ``scoped`` only; when it is not, the dense stage returns
-    nothing (``find_candidates`` runs HNSW next) and lexical and recent read the whole scope
-    through the indexes instead. A stage that is not asked for returns no rows.
+    Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
+    the number of nearest vectors read, then one row per candidate (or one row of nulls).
     """
     params: list = []
-    if tsquery:
-        rank = (
-            "CASE WHEN memories_memory.search_vector @@ to_tsquery('simple', %s)"
-            " THEN ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) END"
-        )
-        params += [tsquery, tsquery]
-    else:
-        rank = "NULL::real"
-    params += [*where_params, cap]
-    complete = f"(SELECT n FROM scope_rows) < {int(cap)}"
-
     if dense is not None:
-        vector, tenant_id, model = dense
-        # The exact scan: no cast to the index's dimension, and "+ 0.0" keeps the planner off the index.
-        dense_sql = f"""SELECT e.memory_id AS id, (e.embedding <=> %s::vector) + 0.0 AS distance
-            FROM memories_memoryembedding e
-            WHERE {complete} AND e.tenant_id = %s AND e.model = %s AND e.memory_id IN (SELECT id FROM scoped)
+        half_vector, vector, tenant_id, model = dense
+        owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"
+        range_sql = f"SELECT count(*) AS n FROM (SELECT 1 FROM memories_scopevector v WHERE {owners} LIMIT %s) c"
+        nearest_sql = f"""SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
+            FROM memories_scopevector v
+            WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)} AND {owners}
+            ORDER BY distance LIMIT {int(NEAREST_READ)}"""
+        # The float vector scores the winners exactly; the join checks each against the scope's filter.
+        dense_sql = f"""SELECT memories_memory.id, e.embedding <=> %s::vector AS distance
+            FROM nearest
+            JOIN memories_memory ON memories_memory.id = nearest.memory_id
+            JOIN memories_memoryembedding e ON e.memory_id = nearest.memory_id AND e.model = %s
+            WHERE {where}
             ORDER BY distance LIMIT %s"""
-        params += [vector, tenant_id, model, CANDIDATES]
+        owner_params = [tenant_id, model, owner_keys]
+        params += [*owner_params, COVERING_MAX_ROWS + 1, half_vector, *owner_params, vector, model]
+        params += where_params
+        params += [CANDIDATES]
     else:
+        range_sql = "SELECT 0::bigint AS n"
+        nearest_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
         dense_sql = "SELECT NULL::uuid AS id, NULL::float8 AS distance WHERE false"
 
     if tsquery:
-        lexical_sql = f"""(SELECT id, rank FROM scoped WHERE {complete} AND rank IS NOT NULL
-             ORDER BY rank DESC, id LIMIT %s)
-            UNION ALL
-            (SELECT memories_memory.id, ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
-             FROM memories_memory
-             WHERE NOT {complete} AND ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
-             ORDER BY rank DESC, id LIMIT %s)"""
-        params += [CANDIDATES, tsquery, *where_params, tsquery, CANDIDATES]
+        lexical_sql = f"""SELECT memories_memory.id,
+                   ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
+            FROM memories_memory
+            WHERE ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
+            ORDER BY rank DESC, id LIMIT %s"""
+        params += [tsquery, *where_params, tsquery, CANDIDATES]
     else:
         lexical_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
 
     if recent_kinds:
-        live = "(valid_until IS NULL OR valid_until > now())"
-        recent_sql = f"""(SELECT id FROM scoped WHERE {complete} AND kind = ANY(%s) AND {live}
-             ORDER BY occurred_at DESC, created_at DESC LIMIT %s)
-            UNION ALL
-            (SELECT memories_memory.id FROM memories_memory
-             WHERE NOT {complete} AND ({where}) AND memories_memory.kind = ANY(%s) AND {live}
-             ORDER BY memories_memory.occurred_at DESC, memories_memory.created_at DESC LIMIT %s)"""
-        params += [recent_kinds, RECENT_COUNT, *where_params, recent_kinds, RECENT_COUNT]
+        # Per owner and kind, the newest rows from the index, until RECENT_COUNT pass the filter.
+        recent_sql = f"""SELECT r.id, r.occurred_at, r.created_at
+            FROM unnest(%s::text[]) AS k(owner_key) CROSS JOIN unnest(%s::text[]) AS c(kind)
+            CROSS JOIN LATERAL (
+                SELECT memories_memory.id, memories_memory.occurred_at, memories_memory.created_at
+                FROM memories_memory
+                WHERE {OWNER_KEY_SQL} = k.owner_key AND memories_memory.kind = c.kind
+                  AND (memories_memory.valid_until IS NULL OR memories_memory.valid_until > now()) AND ({where})
+                ORDER BY memories_memory.occurred_at DESC, memories_memory.created_at DESC LIMIT %s) r
+            ORDER BY r.occurred_at DESC, r.created_at DESC LIMIT %s"""
+        params += [owner_keys, recent_kinds, *where_params, RECENT_COUNT, RECENT_COUNT]
     else:
         recent_sql = "SELECT NULL::uuid AS id WHERE false"
 
     sql = f"""
-        WITH scoped AS MATERIALIZED (
-            SELECT memories_memory.id, memories_memory.kind, memories_memory.valid_until,
-                   memories_memory.occurred_at, memories_memory.created_at, {rank} AS rank
-            FROM memories_memory WHERE {where} LIMIT %s),
-        scope_rows AS (SELECT count(*) AS n FROM scoped),
+        WITH range_rows AS MATERIALIZED ({range_sql}),
+        nearest AS MATERIALIZED ({nearest_sql}),
         dense AS MATERIALIZED ({dense_sql}),
         lexical AS MATERIALIZED ({lexical_sql}),
         recent AS MATERIALIZED ({recent_sql}),
         found AS (SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM recent)
-        SELECT (SELECT n FROM scope_rows), d.distance, l.rank, r.id IS NOT NULL, {_FACT_COLUMNS}
+        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest),
+               d.distance, l.rank, r.id IS NOT NULL, {_FACT_COLUMNS}
         FROM (SELECT 1) one
         LEFT JOIN (found JOIN memories_memory m ON m.id = found.id) ON true
         LEFT JOIN dense d ON d.id = m.id
@@ -201,8 +215,6 @@ def _statement(
 
 def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
     """Whether the scope holds more than ``limit`` rows (counted no further than that)."""
-    if limit <= EXACT_SCAN_MAX_ROWS:
-        return True  # the caller found more than the exact-scan limit already
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM memories_memory WHERE {where} LIMIT %s) capped",
@@ -224,19 +236,31 @@ def _candidate(row) -> Candidate:
 
 
 def find_candidates(
-    *, scoped: QuerySet, token, vector, backend: EmbeddingBackend | None, tsquery: str, recent_kinds=RECENT_KINDS
+    *,
+    scoped: QuerySet,
+    owner_keys: list[str],
+    token,
+    vector,
+    backend: EmbeddingBackend | None,
+    tsquery: str,
+    recent_kinds=RECENT_KINDS,
 ) -> Candidates:
     """Dense, lexical and recent candidates of ``scoped`` with what ranking needs of each.
 
-    ``vector`` None means the query could not be embedded (no dense stage). ``tsquery`` is a
-    ``to_tsquery('simple', …)`` string ('' for none). ``recent_kinds`` empty skips the recent stage.
+    ``owner_keys``: the ``models.owner_key`` of every scope owner ``scoped`` may hold (a superset
+    is fine: every candidate is checked against ``scoped``'s filter). ``vector`` None means the
+    query could not be embedded (no dense stage). ``tsquery`` is a ``to_tsquery('simple', …)``
+    string ('' for none). ``recent_kinds`` empty skips the recent stage.
     """
     where, where_params = _where(scoped)
-    dense = None if vector is None else (Vector._to_db(vector), token.tenant_id, backend.model_id)
+    covering = vector is not None and backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
+    dense = None
+    if covering:
+        dense = (HalfVector(vector).to_text(), Vector._to_db(vector), token.tenant_id, backend.model_id)
     sql, params = _statement(
         where=where,
         where_params=where_params,
-        cap=EXACT_SCAN_MAX_ROWS + 1,
+        owner_keys=list(owner_keys),
         dense=dense,
         tsquery=tsquery,
         recent_kinds=[str(k) for k in recent_kinds],
@@ -246,14 +270,16 @@ def find_candidates(
         rows = cursor.fetchall()
 
     found = Candidates(path="exact" if vector is not None else "none")
-    complete = rows[0][0] <= EXACT_SCAN_MAX_ROWS  # there is always a row; its memory columns are null when none matched
+    range_rows, nearest_rows = rows[0][0], rows[0][1]  # there is always a row
+    dense_rows = 0
     occurred = {}
-    for _n, distance, rank, is_recent, *facts in rows:
+    for _n, _read, distance, rank, is_recent, *facts in rows:
         memory_id = facts[0]
         if memory_id is None:
             continue
         found.facts[memory_id] = _candidate(facts)
         if distance is not None:
+            dense_rows += 1
             similarity = 1.0 - float(distance)
             if similarity >= backend.similarity_floor:
                 found.dense[memory_id] = similarity
@@ -264,11 +290,13 @@ def find_candidates(
             occurred[memory_id] = (facts[5], facts[4])
     found.recent.sort(key=occurred.get, reverse=True)
 
-    if vector is not None and not complete:
+    # The covering index could not answer: too many vectors, too few of the nearest in the scope.
+    incomplete = range_rows > COVERING_MAX_ROWS or (nearest_rows >= NEAREST_READ and dense_rows < CANDIDATES)
+    if vector is not None and (not covering or incomplete):
         if _scope_exceeds(where, where_params, hnsw_threshold()):
             found.path = "hnsw"
             found.dense = _hnsw_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
-        else:  # between the limits: the exact scan is still the better plan, run on its own
+        else:
             found.dense = _dense_exact(scoped=scoped, token=token, vector=vector, backend=backend)
         missing = list(set(found.dense) - set(found.facts))
         if missing:

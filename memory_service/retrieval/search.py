@@ -1,8 +1,9 @@
 """Hybrid retrieval (DESIGN.md "Retrieval contract").
 
-1. Candidates: vector k-NN in the active model's space (exact scan for small candidate sets,
-   HNSW with iterative scan for large ones) above the model's similarity floor, and full-text
-   matches (CJK bigrams), ~50 each, within the scopes searched.
+1. Candidates (``retrieval.candidates``): exact vector k-NN in the active model's space, read
+   from the scope owners' vectors in a covering index (HNSW with iterative scan past 50k
+   vectors), above the model's similarity floor, and full-text matches (CJK bigrams), ~50 each,
+   within the scopes searched.
 2. Fusion: a convex combination, 0.7 · min-max-normalised dense similarity + 0.3 · lexical
    rank / best lexical rank. The lexical term counts only when at least half of the dense top 10
    share the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights
@@ -24,7 +25,7 @@ from audit.services import audit_event_record, user_pseudonym
 from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
 from memory_service.exceptions import ValidationError
 from memory_service.memories.masking import mask_query
-from memory_service.memories.models import ActivityLog, Memory, Priority, Scope
+from memory_service.memories.models import ActivityLog, Memory, Priority, Scope, owner_key
 from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
 from memory_service.memories.status import DerivedStatus
 from memory_service.retrieval.candidates import find_candidates, memories_by_id
@@ -75,6 +76,12 @@ def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -
         parts |= Q(scope=Scope.SESSION, session=session)
     not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     return parts & not_expired & memory_visibility(token=token)
+
+
+def scope_owner_keys(*, user: str, repository: str, session: str) -> list[str]:
+    """The owner keys (``models.owner_key``) of the scopes ``scope_filter`` names."""
+    owners = ((Scope.USER, user), (Scope.REPOSITORY, repository), (Scope.SESSION, session))
+    return [owner_key(scope, owner) for scope, owner in owners if owner]
 
 
 def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
@@ -159,7 +166,14 @@ def memory_search(
         vector = backend.embed_query(masked)
     except EmbeddingUnavailable:
         degraded = True
-    found = find_candidates(scoped=scoped, token=token, vector=vector, backend=backend, tsquery=lexical_query(masked))
+    found = find_candidates(
+        scoped=scoped,
+        owner_keys=scope_owner_keys(user=user, repository=repository, session=session),
+        token=token,
+        vector=vector,
+        backend=backend,
+        tsquery=lexical_query(masked),
+    )
     dense, lexical, facts = found.dense, found.lexical, found.facts
     use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
     scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)

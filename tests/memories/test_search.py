@@ -198,50 +198,110 @@ def test_it_serves_search_analytics_to_admin_tokens_of_the_tenant_only(write, ap
     assert client_for(make_token(tenant).raw).get("/api/v1/activity").status_code == 403
 
 
+def _spy(monkeypatch, module, *names) -> list[str]:
+    """Record calls of module-level functions, still calling them."""
+    calls = []
+    for name in names:
+        original = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda _f=original, _n=name, **kw: calls.append(_n) or _f(**kw))
+    return calls
+
+
+KEY_NOTES = ("Rotate the signing keys yearly", "Vacuum the big tables weekly", "Pin base images by digest")
+
+
+def test_it_takes_a_scopes_nearest_vectors_from_the_covering_index(write, api_client, embed_all, monkeypatch):
+    from memory_service.retrieval import candidates as candidates_module
+
+    for text in KEY_NOTES:
+        write(text=text, scope="repository", repository="r1")
+    embed_all()
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    found = search(api_client, query="how often do we rotate keys", top=1)
+    assert calls == []
+    assert found["items"][0]["text"] == "Rotate the signing keys yearly"
+
+
 def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write, api_client, embed_all, monkeypatch):
     from django.db import connection
 
     from memory_service.retrieval import candidates as candidates_module
 
-    for text in ("Rotate the signing keys yearly", "Vacuum the big tables weekly", "Pin base images by digest"):
+    for text in KEY_NOTES:
         write(text=text, scope="repository", repository="r1")
     embed_all()
-    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # every scope counts as large
-    hnsw_calls = []
-    original = candidates_module._hnsw_candidates
-    monkeypatch.setattr(candidates_module, "_hnsw_candidates", lambda **kw: hnsw_calls.append(1) or original(**kw))
+    monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 1)  # too many vectors for the covering index
+    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # and for an exact scan
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
     found = search(api_client, query="how often do we rotate keys", top=1)
-    assert hnsw_calls == [1]
+    assert calls == ["_hnsw_candidates"]
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
     with connection.cursor() as cursor:
         cursor.execute("SHOW enable_sort")
         assert cursor.fetchone()[0] == "on"
 
 
-def test_a_scope_past_the_exact_scan_limit_still_gets_its_lexical_and_recent_candidates(write, api_client, monkeypatch):
+def test_a_scope_between_the_covering_and_hnsw_limits_is_scanned_exactly(write, api_client, embed_all, monkeypatch):
     from memory_service.retrieval import candidates as candidates_module
 
-    write(text="Lesson: always pin dependency versions", kind="lesson", scope="repository", repository="r1")
-    write(text="The coffee machine on floor 3 descales on Fridays", scope="repository", repository="r1")
-    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # the scope's first pass is cut short
-    result = search(api_client, query="coffee")
-    assert result["items"][0]["text"] == "The coffee machine on floor 3 descales on Fridays"
-    recent = [i["text"] for i in result["items"] if "RECENT" in i["markers"]]
-    assert recent == ["Lesson: always pin dependency versions"]
-
-
-def test_a_scope_between_the_exact_and_hnsw_limits_is_scanned_exactly(write, api_client, embed_all, monkeypatch):
-    from memory_service.retrieval import candidates as candidates_module
-
-    for text in ("Rotate the signing keys yearly", "Vacuum the big tables weekly", "Pin base images by digest"):
+    for text in KEY_NOTES:
         write(text=text, scope="repository", repository="r1")
     embed_all()
-    monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)
+    monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 1)
     monkeypatch.setattr(candidates_module, "hnsw_threshold", lambda: 100)  # as in a table of 10M rows
-    calls = []
-    for name in ("_dense_exact", "_hnsw_candidates"):
-        original = getattr(candidates_module, name)
-        monkeypatch.setattr(candidates_module, name, lambda _f=original, _n=name, **kw: calls.append(_n) or _f(**kw))
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
     found = search(api_client, query="how often do we rotate keys", top=1)
     assert calls == ["_dense_exact"]
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
+
+
+def test_a_filter_that_rejects_the_nearest_vectors_falls_back_to_an_exact_scan(
+    write, api_client, embed_all, monkeypatch
+):
+    from memory_service.retrieval import candidates as candidates_module
+
+    for text in KEY_NOTES:
+        write(text=text, scope="repository", repository="r1")
+    write(text="Decision: signing keys live in the vault", kind="decision", scope="repository", repository="r1")
+    embed_all()
+    monkeypatch.setattr(candidates_module, "NEAREST_READ", 1)  # only the nearest note is read: not a decision
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    found = search(api_client, query="rotate the signing keys every year", kinds=["decision"])
+    assert calls == ["_dense_exact"]
+    assert [i["text"] for i in found["items"]] == ["Decision: signing keys live in the vault"]
+    activity = api_client.get("/api/v1/activity", {"operation": "search"}).json()["results"][0]
+    assert "decision" in activity["best_distance"]  # found by its vector, not only by its words
+
+
+def test_recent_lessons_come_from_every_owner_searched_and_respect_the_scope_filter(write, api_client):
+    for n, (scope, owner) in enumerate([("user", {"user": "u1"}), ("repository", {"repository": "r1"})] * 2):
+        write(
+            text=f"Lesson {n}: check the logs first",
+            kind="lesson",
+            scope=scope,
+            occurred_at=f"2026-0{n + 1}-01T00:00:00Z",
+            **owner,
+        )
+    write(
+        text="Lesson 9: another repository",
+        kind="lesson",
+        scope="repository",
+        repository="r2",
+        occurred_at="2026-09-01T00:00:00Z",
+    )
+    write(
+        text="Lesson 8: lapsed",
+        kind="lesson",
+        scope="repository",
+        repository="r1",
+        valid_until="2026-01-01T00:00:00Z",
+        occurred_at="2026-08-01T00:00:00Z",
+    )
+    write(text="The coffee machine descales on Fridays", scope="repository", repository="r1")
+    result = search(api_client, query="coffee")
+    recent = [i["text"] for i in result["items"] if "RECENT" in i["markers"]]
+    assert recent == [
+        "Lesson 3: check the logs first",
+        "Lesson 2: check the logs first",
+        "Lesson 1: check the logs first",
+    ]
