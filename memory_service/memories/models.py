@@ -5,6 +5,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Concat
 from django.utils import timezone
 from pgvector.django import HalfVectorField, VectorField
 
@@ -20,11 +21,8 @@ class Scope(models.TextChoices):
 
 
 def owner_key(scope: str, owner: str) -> str:
-    """The key a scope owner's memories are filed under: ``"<scope>:<owner id>"``.
-
-    The database computes the same key with ``memory_owner_key(scope, user, repository, session)``
-    (migration 0005): its ``ScopeVector`` rows and the recent-memories index are keyed by it.
-    """
+    """The key a scope owner's memories are filed under: ``"<scope>:<owner id>"``, as the database
+    computes it in ``Memory.owner_key`` (``ScopeVector`` rows and an index of memories use it)."""
     return f"{scope}:{owner}"
 
 
@@ -109,6 +107,22 @@ class Memory(models.Model):
     embedding_status = models.CharField(max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING)
     embedding_model = models.CharField(max_length=64, blank=True, default="")
     search_vector = SearchVectorField(null=True, editable=False)
+    # "<scope>:<owner id>" (``owner_key()``), computed by the database. A plain column, so that a
+    # comparison with it stays an index condition under row-level security (an expression over
+    # the owner columns would not: text concatenation is not leakproof).
+    owner_key = models.GeneratedField(
+        expression=Concat(
+            "scope",
+            models.Value(":"),
+            models.Case(
+                models.When(scope=Scope.USER, then="user"),
+                models.When(scope=Scope.REPOSITORY, then="repository"),
+                default="session",
+            ),
+        ),
+        output_field=models.CharField(max_length=160),
+        db_persist=True,
+    )
 
     occurred_at = models.DateTimeField(default=timezone.now)
     valid_until = models.DateTimeField(null=True, blank=True)
@@ -156,12 +170,7 @@ class Memory(models.Model):
             GinIndex(fields=["search_vector"], name="memory_search_vector"),
             # A scope owner's newest memories of a kind, without reading the rest of the scope.
             models.Index(
-                "tenant",
-                models.Func("scope", "user", "repository", "session", function="memory_owner_key"),
-                "kind",
-                models.F("occurred_at").desc(),
-                models.F("created_at").desc(),
-                name="memory_owner_kind_occurred",
+                fields=["tenant", "owner_key", "kind", "-occurred_at", "-created_at"], name="memory_owner_kind_occurred"
             ),
         ]
 

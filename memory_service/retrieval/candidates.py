@@ -44,11 +44,6 @@ EXACT_SCAN_MAX_ROWS = 10_000
 # past it, HNSW. The nearest NEAREST_READ of them are checked against the scope's filter.
 COVERING_MAX_ROWS = 50_000
 NEAREST_READ = 2 * CANDIDATES
-# The owner key of a memory row, exactly as the index memory_owner_kind_occurred computes it.
-OWNER_KEY_SQL = (
-    'memory_owner_key(memories_memory.scope, memories_memory."user", memories_memory.repository, '
-    "memories_memory.session)"
-)
 # The table's size only moves the HNSW threshold once it passes 1M rows: re-read it now and then.
 _TABLE_ROWS_TTL_S = 300.0
 _table_rows: dict[str, tuple[float, float]] = {}
@@ -154,17 +149,18 @@ def _statement(
             FROM memories_scopevector v
             WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)} AND {owners}
             ORDER BY distance LIMIT {int(NEAREST_READ)}"""
-        # The float vector scores the winners exactly; the join checks each against the scope's filter.
-        dense_sql = f"""SELECT memories_memory.id, e.embedding <=> %s::vector AS distance
+        # Each of the nearest is checked against the scope's filter by its primary key (OFFSET 0
+        # keeps the planner from reading the whole scope for a hash join instead), then scored
+        # exactly with its float vector.
+        dense_sql = f"""SELECT nearest.memory_id AS id, e.embedding <=> %s::vector AS distance
             FROM nearest
-            JOIN memories_memory ON memories_memory.id = nearest.memory_id
+            CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
+                                WHERE memories_memory.id = nearest.memory_id AND ({where}) OFFSET 0) visible
             JOIN memories_memoryembedding e ON e.memory_id = nearest.memory_id AND e.model = %s
-            WHERE {where}
             ORDER BY distance LIMIT %s"""
         owner_params = [tenant_id, model, owner_keys]
-        params += [*owner_params, COVERING_MAX_ROWS + 1, half_vector, *owner_params, vector, model]
-        params += where_params
-        params += [CANDIDATES]
+        params += [*owner_params, COVERING_MAX_ROWS + 1, half_vector, *owner_params, vector, *where_params]
+        params += [model, CANDIDATES]
     else:
         range_sql = "SELECT 0::bigint AS n"
         nearest_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
@@ -187,7 +183,7 @@ def _statement(
             CROSS JOIN LATERAL (
                 SELECT memories_memory.id, memories_memory.occurred_at, memories_memory.created_at
                 FROM memories_memory
-                WHERE {OWNER_KEY_SQL} = k.owner_key AND memories_memory.kind = c.kind
+                WHERE memories_memory.owner_key = k.owner_key AND memories_memory.kind = c.kind
                   AND (memories_memory.valid_until IS NULL OR memories_memory.valid_until > now()) AND ({where})
                 ORDER BY memories_memory.occurred_at DESC, memories_memory.created_at DESC LIMIT %s) r
             ORDER BY r.occurred_at DESC, r.created_at DESC LIMIT %s"""

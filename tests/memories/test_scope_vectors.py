@@ -1,9 +1,8 @@
 """Scope vectors: kept by the database beside every embedding, keyed by the memory's scope owner."""
 
 import pytest
-from django.db import connection
 
-from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, MemoryEmbedding, ScopeVector, owner_key
+from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, Memory, MemoryEmbedding, ScopeVector, owner_key
 from tenants.context import tenant_context
 
 pytestmark = pytest.mark.django_db
@@ -31,13 +30,15 @@ def test_every_embedding_gets_its_scope_vector_under_its_owner_key(write, embed_
             assert max(abs(a - b) for a, b in zip(list(vector.embedding), exact, strict=True)) < 1e-3
 
 
-def test_the_database_and_python_agree_on_owner_keys():
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT memory_owner_key('user', 'u1', '', ''), memory_owner_key('repository', '', 'r1', ''),"
-            " memory_owner_key('session', 'u1', 'r1', 's1')"
-        )
-        assert cursor.fetchone() == (owner_key("user", "u1"), owner_key("repository", "r1"), owner_key("session", "s1"))
+def test_the_database_and_python_agree_on_owner_keys(write, tenant):
+    written = {
+        owner_key("user", "u1"): write(text="one", scope="user", user="u1").json()["id"],
+        owner_key("repository", "r1"): write(text="two", scope="repository", repository="r1").json()["id"],
+        owner_key("session", "s1"): write(text="three", scope="session", user="u1", session="s1").json()["id"],
+    }
+    with tenant_context(tenant.id):
+        stored = dict(Memory.objects.filter(id__in=written.values()).values_list("owner_key", "id"))
+    assert {key: str(memory_id) for key, memory_id in stored.items()} == written
 
 
 def test_a_scope_vector_goes_with_its_embedding_on_edit_and_delete(write, embed_all, api_client, tenant):

@@ -1,30 +1,25 @@
-"""Scope vectors: each memory's vector filed under its scope owner (models.ScopeVector).
+"""Scope owner keys and scope vectors (models.Memory.owner_key, models.ScopeVector).
 
-The database keeps the table: a trigger inserts a row with every MemoryEmbedding (as halfvec, for
-models of up to 1024 dimensions, models.SCOPE_VECTOR_MAX_DIMENSION) and a composite foreign key
-deletes it with its embedding, whoever writes (the service, ``reindex_embeddings``, bulk loads).
-Existing vectors are copied before the covering index is built.
+``owner_key`` is a stored generated column (the table is rewritten once). The database keeps
+``ScopeVector``: a trigger inserts a row with every MemoryEmbedding (as halfvec, for models of up
+to 1024 dimensions, models.SCOPE_VECTOR_MAX_DIMENSION) and a composite foreign key deletes it with
+its embedding, whoever writes (the service, ``reindex_embeddings``, bulk loads). Existing vectors
+are copied before the covering index is built.
 """
 
 import django.db.models.deletion
+import django.db.models.functions.text
 import pgvector.django.halfvec
 from django.db import migrations, models
 
 import tenants.rls
-
-OWNER_KEY_FUNCTION = """
-CREATE FUNCTION memory_owner_key(scope text, "user" text, repository text, session text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN scope || ':' || CASE scope WHEN 'user' THEN "user" WHEN 'repository' THEN repository ELSE session END
-"""
 
 SCOPE_VECTOR_TRIGGER = """
 CREATE FUNCTION memory_scope_vector_write() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF vector_dims(NEW.embedding) <= 1024 THEN
         INSERT INTO memories_scopevector (memory_id, model, tenant_id, owner_key, embedding)
-        SELECT NEW.memory_id, NEW.model, NEW.tenant_id,
-               memory_owner_key(m.scope, m."user", m.repository, m.session), NEW.embedding::halfvec
+        SELECT NEW.memory_id, NEW.model, NEW.tenant_id, m.owner_key, NEW.embedding::halfvec
         FROM memories_memory m WHERE m.id = NEW.memory_id
         ON CONFLICT (memory_id, model) DO UPDATE SET embedding = EXCLUDED.embedding;
     END IF;
@@ -37,8 +32,7 @@ CREATE TRIGGER memory_embedding_scope_vector
 
 BACKFILL = """
 INSERT INTO memories_scopevector (memory_id, model, tenant_id, owner_key, embedding)
-SELECT e.memory_id, e.model, e.tenant_id, memory_owner_key(m.scope, m."user", m.repository, m.session),
-       e.embedding::halfvec
+SELECT e.memory_id, e.model, e.tenant_id, m.owner_key, e.embedding::halfvec
 FROM memories_memoryembedding e JOIN memories_memory m ON m.id = e.memory_id
 WHERE vector_dims(e.embedding) <= 1024
 """
@@ -51,7 +45,29 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunSQL(OWNER_KEY_FUNCTION, "DROP FUNCTION IF EXISTS memory_owner_key(text, text, text, text)"),
+        migrations.AddField(
+            model_name="memory",
+            name="owner_key",
+            field=models.GeneratedField(
+                db_persist=True,
+                expression=django.db.models.functions.text.Concat(
+                    "scope",
+                    models.Value(":"),
+                    models.Case(
+                        models.When(scope="user", then="user"),
+                        models.When(scope="repository", then="repository"),
+                        default="session",
+                    ),
+                ),
+                output_field=models.CharField(max_length=160),
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="memory",
+            index=models.Index(
+                fields=["tenant", "owner_key", "kind", "-occurred_at", "-created_at"], name="memory_owner_kind_occurred"
+            ),
+        ),
         migrations.CreateModel(
             name="ScopeVector",
             fields=[
@@ -97,17 +113,6 @@ class Migration(migrations.Migration):
             model_name="scopevector",
             index=models.Index(
                 fields=["tenant", "model", "owner_key"], include=("memory", "embedding"), name="scope_vector_owner"
-            ),
-        ),
-        migrations.AddIndex(
-            model_name="memory",
-            index=models.Index(
-                models.F("tenant"),
-                models.Func("scope", "user", "repository", "session", function="memory_owner_key"),
-                models.F("kind"),
-                models.OrderBy(models.F("occurred_at"), descending=True),
-                models.OrderBy(models.F("created_at"), descending=True),
-                name="memory_owner_kind_occurred",
             ),
         ),
     ]
