@@ -11,8 +11,8 @@ of the scope's rows:
 - lexical: the full-text match within the scope (GIN and the owner indexes, bitmap-combined);
 - recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
 
-A scope with more vectors than ``COVERING_MAX_ROWS``, a filter that rejects most of the nearest
-rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``) takes the dense
+A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
+the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``) takes the dense
 stage from ``MemoryEmbedding``: an exact scan of the scope when it is small enough, else the HNSW
 index with iterative scan (``_hnsw_candidates``).
 """
@@ -143,11 +143,13 @@ def _statement(
     params: list = []
     if dense is not None:
         half_vector, vector, tenant_id, model = dense
-        owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"
-        range_sql = f"SELECT count(*) AS n FROM (SELECT 1 FROM memories_scopevector v WHERE {owners} LIMIT %s) c"
-        nearest_sql = f"""SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
+        # One pass over the owners' range of the covering index (at most COVERING_MAX_ROWS + 1
+        # entries): the distance of each, kept as (id, distance) only.
+        ranged_sql = f"""SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
             FROM memories_scopevector v
-            WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)} AND {owners}
+            WHERE v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s) LIMIT {int(COVERING_MAX_ROWS) + 1}"""
+        nearest_sql = f"""SELECT memory_id, distance FROM ranged
+            WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)}
             ORDER BY distance LIMIT {int(NEAREST_READ)}"""
         # Each of the nearest is checked against the scope's filter by its primary key (OFFSET 0
         # keeps the planner from reading the whole scope for a hash join instead), then scored
@@ -158,11 +160,10 @@ def _statement(
                                 WHERE memories_memory.id = nearest.memory_id AND ({where}) OFFSET 0) visible
             JOIN memories_memoryembedding e ON e.memory_id = nearest.memory_id AND e.model = %s
             ORDER BY distance LIMIT %s"""
-        owner_params = [tenant_id, model, owner_keys]
-        params += [*owner_params, COVERING_MAX_ROWS + 1, half_vector, *owner_params, vector, *where_params]
+        params += [half_vector, tenant_id, model, owner_keys, vector, *where_params]
         params += [model, CANDIDATES]
     else:
-        range_sql = "SELECT 0::bigint AS n"
+        ranged_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
         nearest_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
         dense_sql = "SELECT NULL::uuid AS id, NULL::float8 AS distance WHERE false"
 
@@ -192,7 +193,8 @@ def _statement(
         recent_sql = "SELECT NULL::uuid AS id WHERE false"
 
     sql = f"""
-        WITH range_rows AS MATERIALIZED ({range_sql}),
+        WITH ranged AS MATERIALIZED ({ranged_sql}),
+        range_rows AS (SELECT count(*) AS n FROM ranged),
         nearest AS MATERIALIZED ({nearest_sql}),
         dense AS MATERIALIZED ({dense_sql}),
         lexical AS MATERIALIZED ({lexical_sql}),
