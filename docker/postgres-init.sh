@@ -31,10 +31,12 @@ SQL
 memory_service_psql --dbname template1 <<'SQL'
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE EXTENSION IF NOT EXISTS btree_gin;
 SQL
 
 memory_service_psql --dbname "$POSTGRES_DB" <<'SQL'
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE EXTENSION IF NOT EXISTS btree_gin;
 ALTER SCHEMA public OWNER TO memory_owner;
 SQL

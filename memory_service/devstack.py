@@ -265,6 +265,7 @@ def pg_bootstrap(profile: Profile, values: dict[str, str]) -> None:
             with connect(database) as tconn:
                 tconn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 tconn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+                tconn.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone():
             conn.execute(
                 sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE_NAME), sql.Identifier(OWNER_ROLE))
@@ -272,6 +273,7 @@ def pg_bootstrap(profile: Profile, values: dict[str, str]) -> None:
     with connect(DATABASE_NAME) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
 
 
 def ensure_postgres(profile: Profile, values: dict[str, str], step: Steps) -> tuple[str, str, bool]:

@@ -25,7 +25,7 @@ from bench.perf.stack import PROFILE
 from memory_service.retrieval.lexical import date_terms, lexical_document
 
 HNSW_INDEX = "memory_embedding_usem3_hnsw"
-GIN_INDEX = "memory_search_vector"
+GIN_INDEX = "memory_owner_search_vector"
 # The scope vectors follow the embeddings: a trigger writes them, a foreign key deletes them.
 TABLES = ("memories_memory", "memories_memoryembedding", "memories_scopevector")
 INDEXDEFS_FILE = PROFILE.dir / "indexdefs.json"

@@ -167,7 +167,8 @@ class Memory(models.Model):
             models.Index(
                 fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
             ),
-            GinIndex(fields=["search_vector"], name="memory_search_vector"),
+            # Full-text matches within scope owners (btree_gin), read by memory_lexical_candidates().
+            GinIndex(fields=["owner_key", "search_vector"], name="memory_owner_search_vector"),
             # A scope owner's newest memories of a kind, without reading the rest of the scope.
             models.Index(
                 fields=["tenant", "owner_key", "kind", "-occurred_at", "-created_at"], name="memory_owner_kind_occurred"

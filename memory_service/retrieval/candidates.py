@@ -8,13 +8,16 @@ of the scope's rows:
   exact k-NN of the scope is one index-only range scan per owner; the nearest rows are then
   checked against the scope's full filter (expiry, visibility, kinds) and scored with the stored
   float vector, so similarities are exact;
-- lexical: the full-text match within the scope (GIN and the owner indexes, bitmap-combined);
+- lexical: the best full-text matches of the scope owners from a GIN index of (owner key,
+  lexemes), through ``memory_lexical_candidates`` (migration 0006: under row-level security the
+  match could never use an index), each checked against the scope's filter like the dense ones;
 - recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
 
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
-the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``) takes the dense
-stage from ``MemoryEmbedding``: an exact scan of the scope when it is small enough, else the HNSW
-index with iterative scan (``_hnsw_candidates``).
+the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``)
+takes the dense stage from ``MemoryEmbedding``: an exact scan of the scope when it is small
+enough, else the HNSW index with iterative scan (``_hnsw_candidates``). A filter that rejects most
+of the best full-text matches takes the lexical stage from a scan of the scope (``_lexical_scan``).
 """
 
 import time
@@ -138,7 +141,8 @@ def _statement(
     """The candidate statement and its parameters. A stage that is not asked for returns no rows.
 
     Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
-    the number of nearest vectors read, then one row per candidate (or one row of nulls).
+    the number of nearest vectors read, the number of full-text matches read, then one row per
+    candidate (or one row of nulls).
     """
     params: list = []
     if dense is not None:
@@ -168,13 +172,17 @@ def _statement(
         dense_sql = "SELECT NULL::uuid AS id, NULL::float8 AS distance WHERE false"
 
     if tsquery:
-        lexical_sql = f"""SELECT memories_memory.id,
-                   ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
-            FROM memories_memory
-            WHERE ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
-            ORDER BY rank DESC, id LIMIT %s"""
-        params += [tsquery, *where_params, tsquery, CANDIDATES]
+        # The best matches of the owners (memory_lexical_candidates: the GIN index, current tenant
+        # only), each then checked against the scope's filter by its primary key.
+        matched_sql = "SELECT id, rank FROM memory_lexical_candidates(%s::text[], to_tsquery('simple', %s), %s)"
+        lexical_sql = f"""SELECT matched.id, matched.rank
+            FROM matched
+            CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
+                                WHERE memories_memory.id = matched.id AND ({where}) OFFSET 0) visible
+            ORDER BY matched.rank DESC, matched.id LIMIT %s"""
+        params += [owner_keys, tsquery, NEAREST_READ, *where_params, CANDIDATES]
     else:
+        matched_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
         lexical_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
 
     if recent_kinds:
@@ -197,10 +205,11 @@ def _statement(
         range_rows AS (SELECT count(*) AS n FROM ranged),
         nearest AS MATERIALIZED ({nearest_sql}),
         dense AS MATERIALIZED ({dense_sql}),
+        matched AS MATERIALIZED ({matched_sql}),
         lexical AS MATERIALIZED ({lexical_sql}),
         recent AS MATERIALIZED ({recent_sql}),
         found AS (SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM recent)
-        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest),
+        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest), (SELECT count(*) FROM matched),
                d.distance, l.rank, r.id IS NOT NULL, {_FACT_COLUMNS}
         FROM (SELECT 1) one
         LEFT JOIN (found JOIN memories_memory m ON m.id = found.id) ON true
@@ -268,10 +277,10 @@ def find_candidates(
         rows = cursor.fetchall()
 
     found = Candidates(path="exact" if vector is not None else "none")
-    range_rows, nearest_rows = rows[0][0], rows[0][1]  # there is always a row
+    range_rows, nearest_rows, matched_rows = rows[0][:3]  # there is always a row
     dense_rows = 0
     occurred = {}
-    for _n, _read, distance, rank, is_recent, *facts in rows:
+    for _n, _nearest, _matched, distance, rank, is_recent, *facts in rows:
         memory_id = facts[0]
         if memory_id is None:
             continue
@@ -288,6 +297,10 @@ def find_candidates(
             occurred[memory_id] = (facts[5], facts[4])
     found.recent.sort(key=occurred.get, reverse=True)
 
+    if matched_rows >= NEAREST_READ and len(found.lexical) < CANDIDATES:  # the filter rejected most matches
+        found.lexical = _lexical_scan(where=where, where_params=where_params, tsquery=tsquery)
+        _add_facts(found, found.lexical)
+
     # The covering index could not answer: too many vectors, too few of the nearest in the scope.
     incomplete = range_rows > COVERING_MAX_ROWS or (nearest_rows >= NEAREST_READ and dense_rows < CANDIDATES)
     if vector is not None and (not covering or incomplete):
@@ -296,13 +309,32 @@ def find_candidates(
             found.dense = _hnsw_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
         else:
             found.dense = _dense_exact(scoped=scoped, token=token, vector=vector, backend=backend)
-        missing = list(set(found.dense) - set(found.facts))
-        if missing:
-            with connection.cursor() as cursor:
-                cursor.execute(f"SELECT {_FACT_COLUMNS} FROM memories_memory m WHERE m.id = ANY(%s)", [missing])
-                for facts in cursor.fetchall():
-                    found.facts[facts[0]] = _candidate(facts)
+        _add_facts(found, found.dense)
     return found
+
+
+def _add_facts(found: Candidates, ids) -> None:
+    """Read what ranking needs of those of ``ids`` that ``found`` has no facts for yet."""
+    missing = list(set(ids) - set(found.facts))
+    if missing:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {_FACT_COLUMNS} FROM memories_memory m WHERE m.id = ANY(%s)", [missing])
+            for facts in cursor.fetchall():
+                found.facts[facts[0]] = _candidate(facts)
+
+
+def _lexical_scan(*, where: str, where_params: list, tsquery: str) -> dict:
+    """memory id → ts_rank of the best full-text matches among all of the scope's rows: when the
+    scope's filter rejects most of the owners' best matches (a ``kinds`` filter, say)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT memories_memory.id, ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
+                FROM memories_memory
+                WHERE ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
+                ORDER BY rank DESC, id LIMIT %s""",
+            [tsquery, *where_params, tsquery, CANDIDATES],
+        )
+        return {memory_id: float(rank) for memory_id, rank in cursor.fetchall()}
 
 
 def memories_by_id(ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:

@@ -6,7 +6,7 @@ from django.test import override_settings
 from audit.models import AuditEvent
 from memory_service.embeddings.backends import get_backend
 from memory_service.memories.models import ActivityLog
-from tenants.context import tenant_context
+from tenants.context import set_current_tenant, tenant_context
 from tests.conftest import client_for
 from tests.factories import make_token
 
@@ -305,3 +305,44 @@ def test_recent_lessons_come_from_every_owner_searched_and_respect_the_scope_fil
         "Lesson 2: check the logs first",
         "Lesson 1: check the logs first",
     ]
+
+
+def test_a_filter_that_rejects_the_best_text_matches_falls_back_to_a_scan_of_the_scope(write, api_client, monkeypatch):
+    from memory_service.retrieval import candidates as candidates_module
+
+    write(text="The vault unseal keys are split five ways", scope="repository", repository="r1")
+    write(text="Decision: the vault runs in two regions", kind="decision", scope="repository", repository="r1")
+    monkeypatch.setattr(candidates_module, "NEAREST_READ", 1)  # only the best match is read: not a decision
+    calls = _spy(monkeypatch, candidates_module, "_lexical_scan")
+    found = search(api_client, query="vault unseal keys", kinds=["decision"])
+    assert calls == ["_lexical_scan"]
+    assert [i["text"] for i in found["items"]] == ["Decision: the vault runs in two regions"]
+
+
+def test_text_matches_of_another_tenant_or_owner_never_become_candidates(write, api_client, other_client):
+    other_client.post(
+        "/api/v1/memories", {"scope": "repository", "repository": "r1", "text": "zebra crossing rules"}, format="json"
+    )
+    write(text="zebra crossing rules for r2", scope="repository", repository="r2")
+    write(text="zebra crossing rules for u2", scope="user", user="u2")
+    assert search(api_client, query="zebra crossing")["items"] == []
+
+
+def test_the_full_text_function_admits_only_the_current_tenants_rows(write, tenant, other_tenant):
+    from django.db import connection, transaction
+
+    write(text="zebra crossing rules", scope="repository", repository="r1")
+    query = "SELECT count(*) FROM memory_lexical_candidates(%s, to_tsquery('simple', 'zebra'), 10)"
+
+    def matches() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(query, [["repository:r1"]])
+            return cursor.fetchone()[0]
+
+    with tenant_context(tenant.id):
+        assert matches() == 1
+    with tenant_context(other_tenant.id):
+        assert matches() == 0
+    with transaction.atomic():
+        set_current_tenant("")  # no tenant: nothing
+        assert matches() == 0
