@@ -135,6 +135,30 @@ class MemoryOutputSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField(allow_null=True)
 
+    # Declared above as CharField or ChoiceField: shown as the stored string.
+    _STRINGS = ("external_id", "kind", "scope", "user", "repository", "session", "name", "author", "title", "text",
+                "solved_query", "priority", "confidence", "lifecycle", "embedding_status")  # fmt: skip
+    _DATETIMES = ("occurred_at", "valid_until", "created_at", "updated_at", "expires_at")
+
+    def to_representation(self, memory) -> dict:
+        """What the declared fields give, built directly: DRF's walk through 29 fields per memory
+        was a tenth of a search's time. ``tests/memories/test_representation.py`` holds the two
+        equal; a new field goes in both places."""
+        status = self._status(memory)
+        shown = {"id": str(memory.id)}
+        shown.update((name, str(getattr(memory, name))) for name in self._STRINGS)
+        shown["tags"] = [str(tag) for tag in memory.tags]
+        shown["metadata"] = {str(key): value for key, value in memory.metadata.items()}
+        for name in self._DATETIMES:
+            value = getattr(memory, name)
+            shown[name] = None if value is None else self.fields[name].to_representation(value)
+        shown["score"] = self.get_score(memory)
+        shown["markers"] = self.get_markers(memory)
+        shown["status"] = status.status
+        shown["annotation"] = status.annotation
+        shown["superseded_by"] = status.superseded_by
+        return {name: shown[name] for name in MemoryOutputSerializer._declared_fields}
+
     def _status(self, memory):
         return self.context["statuses"][memory.id]
 
@@ -156,4 +180,6 @@ class MemoryOutputSerializer(serializers.Serializer):
 
 
 class MemoryWriteOutputSerializer(MemoryOutputSerializer):
+    """The schema of a write's response; views build it as ``represent()`` plus ``pii``."""
+
     pii = serializers.DictField(child=serializers.IntegerField(), help_text="Replacements per entity type")
