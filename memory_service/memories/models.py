@@ -168,7 +168,8 @@ class Memory(models.Model):
                 fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
             ),
             # Full-text matches within scope owners (btree_gin), read by memory_lexical_candidates().
-            GinIndex(fields=["owner_key", "search_vector"], name="memory_owner_search_vector"),
+            # No pending list: every search would scan it whole until a vacuum merged it.
+            GinIndex(fields=["owner_key", "search_vector"], name="memory_owner_search_vector", fastupdate=False),
             # A scope owner's newest memories of a kind, without reading the rest of the scope.
             models.Index(
                 fields=["tenant", "owner_key", "kind", "-occurred_at", "-created_at"], name="memory_owner_kind_occurred"

@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
         migrations.RemoveIndex(model_name="memory", name="memory_search_vector"),
         migrations.AddIndex(
             model_name="memory",
-            index=GinIndex(fields=["owner_key", "search_vector"], name="memory_owner_search_vector"),
+            index=GinIndex(fields=["owner_key", "search_vector"], name="memory_owner_search_vector", fastupdate=False),
         ),
         # Owners are skewed (a team repository holds thousands of rows, a user a handful): with the
         # default sample the planner took a 4k-row owner for 130 rows and skipped the GIN index.
