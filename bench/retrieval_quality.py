@@ -112,10 +112,7 @@ def metrics(ranking: list, relevant: set) -> dict:
 
 def owner_keys(scoped) -> list[str]:
     """The owner keys of the memories ``scoped`` holds (its filter may name no owner at all)."""
-    from django.db.models import Func, TextField
-
-    key = Func("scope", "user", "repository", "session", function="memory_owner_key", output_field=TextField())
-    return list(scoped.annotate(owner_key=key).values_list("owner_key", flat=True).distinct())
+    return list(scoped.order_by().values_list("owner_key", flat=True).distinct())
 
 
 def evaluate(token, queries, backend, lexical_cache):
