@@ -5,12 +5,12 @@ import hmac
 from collections.abc import Iterable
 
 from django.conf import settings
-from django.db import connections, router
+from django.db import router, transaction
 from django.utils import timezone
 
 from audit.chain import GENESIS, canonical, link
 from audit.models import Action, AuditEvent
-from tenants.context import tenant_context
+from tenants.context import query_with_settings, set_current_tenant
 from tenants.models import Tenant
 
 
@@ -38,12 +38,19 @@ def audit_event_record(
     """
     action = Action(action)
     using = router.db_for_write(AuditEvent)
-    with tenant_context(tenant.id):
-        with connections[using].cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", [f"audit:{tenant.id}"])
-        last = AuditEvent.objects.for_tenant(tenant).order_by("-seq").values("seq", "hash").first()
-        seq = (last["seq"] + 1) if last else 1
-        prev_hash = last["hash"] if last else GENESIS
+    # No savepoint: an event that cannot be written fails the caller's transaction with it.
+    with transaction.atomic(using=using, savepoint=False):
+        # One round trip: bind the tenant, take the tenant's chain lock, read the chain's head
+        # (each statement sees what the one before it waited for).
+        previous, head = query_with_settings(
+            {"app.tenant_id": str(tenant.id)},
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 7));"
+            " SELECT seq, hash FROM audit_auditevent WHERE tenant_id = %s ORDER BY seq DESC LIMIT 1",
+            [f"audit:{tenant.id}", tenant.id],
+            using=using,
+        )
+        seq = head[0][0] + 1 if head else 1
+        prev_hash = head[0][1] if head else GENESIS
         event = AuditEvent(
             tenant_id=tenant.id,
             seq=seq,
@@ -68,5 +75,7 @@ def audit_event_record(
             ),
             prev_hash=prev_hash,
         )
-        event.save(force_insert=True)
+        event.save(force_insert=True, using=using)
+        if previous["app.tenant_id"] != str(tenant.id):  # a caller bound to another tenant gets it back
+            set_current_tenant(previous["app.tenant_id"], using=using)
     return event

@@ -3,8 +3,8 @@
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
-from tenants.context import set_current_tenant, set_token_prefix
 from tenants.models import ApiToken
+from tenants.selectors import tenant_bind, token_for_prefix
 from tenants.services import token_touch
 
 MAX_TOKEN_LENGTH = 200
@@ -20,13 +20,13 @@ def authenticate_token(raw: str) -> ApiToken | None:
     prefix, dot, secret = raw.partition(".")
     if not dot or not prefix.isalnum() or not secret or len(raw) > MAX_TOKEN_LENGTH or not raw.isascii():
         return None
-    set_token_prefix(prefix)
-    token = ApiToken.objects.filter(prefix=prefix, revoked=False).first()
+    token = token_for_prefix(prefix=prefix)
     if token is None or token.has_expired or not token.is_valid(raw):
         return None
-    set_current_tenant(token.tenant_id)
-    if not token.tenant.is_active:
+    tenant = tenant_bind(tenant_id=token.tenant_id)
+    if tenant is None or not tenant.is_active:
         return None
+    token.tenant = tenant
     token_touch(token=token)
     return token
 

@@ -32,15 +32,30 @@ def _set_local(name: str, value: str, *, using: str) -> str:
     return previous or ""
 
 
-def set_token_prefix(prefix: str, *, using: str = DEFAULT_DB_ALIAS) -> None:
-    """Allow the current transaction to read the API token with this lookup prefix.
+def query_with_settings(
+    settings: dict[str, str], sql: str, params: list, *, using: str = DEFAULT_DB_ALIAS
+) -> tuple[dict[str, str], list[tuple]]:
+    """Set transaction-local ``settings``, then run ``sql``, in one round trip.
 
-    Needed to authenticate a request before its tenant is known; the policy on the token table
-    admits exactly one row by prefix (see the ``token_lookup`` policy).
+    Returns the settings' previous values ('' when unset) and the rows of the last statement of
+    ``sql`` (which may hold several, separated by ';'). Each statement of the batch runs after the
+    one before it with a snapshot of its own, so ``sql`` sees the settings and whatever a lock
+    taken earlier in the batch waited for; a ``set_config()`` inside the same statement as the
+    query would not be ordered against the row policies. Needs an open transaction.
     """
     if not connections[using].in_atomic_block:
-        raise RuntimeError("set_token_prefix() needs an open transaction")
-    _set_local("app.token_prefix", prefix, using=using)
+        raise RuntimeError("query_with_settings() needs an open transaction")
+    assignments = "".join("SELECT current_setting(%s, true), set_config(%s, %s, true); " for _ in settings)
+    values = [value for name, setting in settings.items() for value in (name, name, setting)]
+    previous = {}
+    with connections[using].cursor() as cursor:
+        cursor.execute(assignments + sql, values + list(params))
+        for name in settings:
+            previous[name] = cursor.fetchone()[0] or ""
+            cursor.nextset()
+        while cursor.nextset():
+            pass
+        return previous, cursor.fetchall()
 
 
 def set_current_tenant(tenant_id: uuid.UUID | str, *, using: str = DEFAULT_DB_ALIAS) -> str:

@@ -4,11 +4,16 @@ They read under whatever context the caller runs in: a tenant context (RLS shows
 ``platform_context`` for operator tools.
 """
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import QuerySet
 
+from memory_service import rows
 from memory_service.exceptions import NotFoundError
+from tenants.context import query_with_settings
 from tenants.models import ApiToken, Tenant
+
+_TOKEN_FIELDS = rows.concrete_fields(ApiToken)
+_TENANT_FIELDS = rows.concrete_fields(Tenant)
 
 
 def tenant_get_by_slug(*, slug: str) -> Tenant:
@@ -47,3 +52,29 @@ def token_get(*, tenant: Tenant, prefix: str) -> ApiToken:
 def token_list(*, tenant: Tenant) -> QuerySet[ApiToken]:
     """The tenant's tokens, newest first."""
     return ApiToken.objects.for_tenant(tenant).order_by("-created")
+
+
+def token_for_prefix(*, prefix: str) -> ApiToken | None:
+    """The unrevoked token with this lookup prefix, or None: authentication's first read.
+
+    One round trip sets the lookup prefix that the ``token_lookup`` policy admits the row by (the
+    tenant is not known yet) and reads the row. Needs an open transaction.
+    """
+    _previous, found = query_with_settings(
+        {"app.token_prefix": prefix},
+        f"SELECT {rows.columns(_TOKEN_FIELDS, table_alias='t')} FROM tenants_apitoken t"
+        " WHERE t.prefix = %s AND NOT t.revoked LIMIT 1",
+        [prefix],
+    )
+    return rows.model_from_row(ApiToken, _TOKEN_FIELDS, found[0], alias=DEFAULT_DB_ALIAS) if found else None
+
+
+def tenant_bind(*, tenant_id) -> Tenant | None:
+    """Bind the current transaction to ``tenant_id`` for RLS and read that tenant (None if it is not
+    there), in one round trip. Needs an open transaction."""
+    _previous, found = query_with_settings(
+        {"app.tenant_id": str(tenant_id)},
+        f"SELECT {rows.columns(_TENANT_FIELDS, table_alias='t')} FROM tenants_tenant t WHERE t.id = %s",
+        [tenant_id],
+    )
+    return rows.model_from_row(Tenant, _TENANT_FIELDS, found[0], alias=DEFAULT_DB_ALIAS) if found else None

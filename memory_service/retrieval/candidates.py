@@ -24,15 +24,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 
 from django.core.exceptions import EmptyResultSet, FullResultSet
-from django.db import connection, connections
+from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.functions import Cast
 from pgvector import HalfVector, Vector
 from pgvector.django import CosineDistance, VectorField
 
+from memory_service import rows
 from memory_service.embeddings.backends import EmbeddingBackend
 from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, Kind, Memory, MemoryEmbedding
 from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
@@ -54,33 +54,8 @@ _table_rows: dict[str, tuple[float, float]] = {}
 # What ranking reads of a candidate; the last column is ``lexical.script_of(text) == "cjk"``.
 _FACT_COLUMNS = f"m.id, m.priority, m.scope, m.confidence, m.created_at, m.occurred_at, m.text ~ '{CJK_SCRIPT_CLASS}'"
 # Every column of a memory except its tsvector (large, and only ever used inside SQL).
-_MEMORY_FIELDS = [f for f in Memory._meta.concrete_fields if f.attname != "search_vector"]
-_MEMORY_COLUMNS = ", ".join(f'm."{f.column}"' for f in _MEMORY_FIELDS)
-_MEMORY_ATTNAMES = [f.attname for f in _MEMORY_FIELDS]
-
-
-@cache
-def _converters(alias: str) -> list[tuple[int, list, object]]:
-    """(column index, converters, column) for the memory columns whose values the ORM converts."""
-    conn = connections[alias]
-    found = []
-    for index, field_ in enumerate(_MEMORY_FIELDS):
-        col = field_.get_col(Memory._meta.db_table)
-        converters = conn.ops.get_db_converters(col) + field_.get_db_converters(conn)
-        if converters:
-            found.append((index, converters, col))
-    return found
-
-
-def _memory_from_row(values: list, *, alias: str) -> Memory:
-    """A Memory from its columns in ``_MEMORY_FIELDS`` order, with the ORM's value converters
-    applied (JSON is decoded by the field, not by the driver)."""
-    values = list(values)
-    conn = connections[alias]
-    for index, converters, col in _converters(alias):
-        for converter in converters:
-            values[index] = converter(values[index], col, conn)
-    return Memory.from_db(alias, _MEMORY_ATTNAMES, values)
+_MEMORY_FIELDS = rows.concrete_fields(Memory, exclude=("search_vector",))
+_MEMORY_COLUMNS = rows.columns(_MEMORY_FIELDS, table_alias="m")
 
 
 @dataclass(frozen=True)
@@ -274,13 +249,13 @@ def find_candidates(
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        result = cursor.fetchall()
 
     found = Candidates(path="exact" if vector is not None else "none")
-    range_rows, nearest_rows, matched_rows = rows[0][:3]  # there is always a row
+    range_rows, nearest_rows, matched_rows = result[0][:3]  # there is always a row
     dense_rows = 0
     occurred = {}
-    for _n, _nearest, _matched, distance, rank, is_recent, *facts in rows:
+    for _n, _nearest, _matched, distance, rank, is_recent, *facts in result:
         memory_id = facts[0]
         if memory_id is None:
             continue
@@ -344,8 +319,8 @@ def memories_by_id(ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories_memory m WHERE m.id = ANY(%s)", [list(ids)])
-        rows = cursor.fetchall()
-    memories = (_memory_from_row(values, alias=connection.alias) for values in rows)
+        found = cursor.fetchall()
+    memories = (rows.model_from_row(Memory, _MEMORY_FIELDS, values, alias=connection.alias) for values in found)
     return {memory.id: memory for memory in memories}
 
 

@@ -5,7 +5,7 @@ from django.apps import apps
 from django.db import connection, connections, transaction
 
 from memory_service.memories.models import Memory
-from tenants.context import set_current_tenant, tenant_context
+from tenants.context import query_with_settings, set_current_tenant, tenant_context
 from tenants.models import ApiToken, Tenant
 from tests.factories import make_tenant, make_token
 
@@ -93,6 +93,23 @@ def test_it_restores_the_outer_tenant_after_a_nested_context():
         with tenant_context(b.id):
             assert list(Tenant.objects.values_list("slug", flat=True)) == ["bravo"]
         assert list(Tenant.objects.values_list("slug", flat=True)) == ["alpha"]
+
+
+def test_it_runs_a_batch_after_its_settings_and_returns_what_they_replaced():
+    a, b = make_tenant("alpha"), make_tenant("bravo")
+    with tenant_context(a.id):
+        previous, found = query_with_settings(
+            {"app.tenant_id": str(b.id)}, "SELECT 1; SELECT slug FROM tenants_tenant ORDER BY slug", []
+        )
+        assert previous == {"app.tenant_id": str(a.id)}
+        assert found == [("bravo",)]  # the last statement's rows, under the new setting
+        assert list(Tenant.objects.values_list("slug", flat=True)) == ["bravo"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_refuses_settings_outside_a_transaction():
+    with pytest.raises(RuntimeError, match="open transaction"):
+        query_with_settings({"app.tenant_id": "x"}, "SELECT 1", [])
 
 
 def test_it_keeps_the_application_role_away_from_the_schema():
