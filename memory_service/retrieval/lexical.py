@@ -54,10 +54,33 @@ def lexical_document(*, title: str, text: str, tags: list[str], occurred_at: dat
     return " ".join(lexical_terms(" ".join(p for p in parts if p)))
 
 
+# Query terms that match most of any corpus and say little: PostgreSQL's English stop words (the
+# Snowball list of its ``english`` configuration), and CJK bigrams of hiragana alone (particles and
+# verb endings: "した", "での", "につ"). They stay in every document; a query drops them unless it
+# has nothing else. bench/RESULTS.md ("Search performance"): full-text matches ranked per search.
+STOP_WORDS = frozenset(
+    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
+    hers herself it its itself they them their theirs themselves what which who whom this that these those
+    am is are was were be been being have has had having do does did doing a an the and but if or because
+    as until while of at by for with about against between into through during before after above below to
+    from up down in out on off over under again further then once here there when where why how all any
+    both each few more most other some such no nor not only own same so than too very s t can will just
+    don should now""".split()
+)
+_HIRAGANA_ONLY = re.compile(r"[\u3040-\u309f]+")
+
+
+def is_stop_term(term: str) -> bool:
+    """Whether a query term is one of those that match most notes (``STOP_WORDS``, hiragana bigrams)."""
+    return term in STOP_WORDS or _HIRAGANA_ONLY.fullmatch(term) is not None
+
+
 def lexical_query(query: str) -> str:
-    """A ``to_tsquery('simple', …)`` string that matches any term of the query (ranked by overlap).
+    """A ``to_tsquery('simple', …)`` string that matches any term of the query (ranked by overlap),
+    stop terms left out unless the query has no other.
 
     Terms are quoted so that no character of the query is ever read as tsquery syntax.
     """
     terms = list(dict.fromkeys(lexical_terms(query)))
+    terms = [t for t in terms if not is_stop_term(t)] or terms
     return " | ".join("'" + term.replace("'", "''").replace("\\", "") + "'" for term in terms)

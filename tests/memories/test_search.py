@@ -328,6 +328,22 @@ def test_text_matches_of_another_tenant_or_owner_never_become_candidates(write, 
     assert search(api_client, query="zebra crossing")["items"] == []
 
 
+def test_stop_words_alone_do_not_make_a_full_text_candidate(write, api_client):
+    write(text="The cat sat on the mat", scope="repository", repository="r1")
+    write(text="Zebra crossing rules", scope="repository", repository="r1")
+    assert [i["text"] for i in search(api_client, query="the zebra")["items"]] == ["Zebra crossing rules"]
+    assert [i["text"] for i in search(api_client, query="the")["items"]] == ["The cat sat on the mat"]
+
+
+def test_an_edit_refiles_the_memorys_full_text_terms(write, api_client):
+    memory = write(text="Quarterly zebra audit checklist", scope="repository", repository="r1").json()
+    assert [i["id"] for i in search(api_client, query="zebra")["items"]] == [memory["id"]]
+    response = api_client.patch(f"/api/v1/memories/{memory['id']}", {"text": "Quarterly giraffe audit"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert search(api_client, query="zebra")["items"] == []
+    assert [i["id"] for i in search(api_client, query="giraffe")["items"]] == [memory["id"]]
+
+
 def test_the_full_text_function_admits_only_the_current_tenants_rows(write, tenant, other_tenant):
     from django.db import connection, transaction
 

@@ -1,0 +1,29 @@
+"""Full-text documents and queries (no database)."""
+
+from datetime import UTC, datetime
+
+from memory_service.retrieval.lexical import is_stop_term, lexical_document, lexical_query, lexical_terms
+
+
+def test_it_splits_japanese_into_bigrams_and_lowercases_words():
+    assert lexical_terms("接続エラー in Redis") == ["接続", "続エ", "エラ", "ラー", "in", "redis"]
+
+
+def test_it_indexes_the_memorys_date():
+    document = lexical_document(title="", text="deploy", tags=[], occurred_at=datetime(2024, 3, 5, tzinfo=UTC))
+    assert document.split() == ["deploy", "2024", "03", "05", "2024", "03", "2024", "march"]
+
+
+def test_a_query_leaves_out_stop_words_and_hiragana_bigrams():
+    assert lexical_query("how did we fix the S3 upload?") == "'fix' | 's3' | 'upload'"
+    assert lexical_query("接続はどうした") == "'接続' | '続は'"
+    assert is_stop_term("した") and not is_stop_term("データ"[:2])
+
+
+def test_a_query_of_stop_terms_only_keeps_them():
+    assert lexical_query("the") == "'the'"
+    assert lexical_query("どうした") == "'どう' | 'うし' | 'した'"
+
+
+def test_no_query_character_becomes_tsquery_syntax():
+    assert lexical_query("o'neil & b | !c:*") == "'o' | 'neil' | 'b' | 'c'"
