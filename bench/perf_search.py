@@ -126,6 +126,8 @@ def phase(
     def left():
         return deadline - time.monotonic()
 
+    entry["prewarm"] = load.prewarm(superuser_url=env["superuser_url"])
+    log(f"prewarmed shared buffers: {entry['prewarm']}")
     log("REST search")
     items = measure.workload(specs, tenants, size, args.http_requests + 30, seed=size)
     entry["rest_search"] = measure.http_search(items, warmup=30, max_seconds=min(180, max(30, left() - 300)))
@@ -224,6 +226,8 @@ def phase(
 
 def estimate_phase_s(results: dict, size: int) -> float | None:
     """Seconds a phase of ``size`` would take, scaled from the largest phase done."""
+    from bench.perf import load as load_mod
+
     done = [(int(s), e) for s, e in results["sizes"].items() if "phase_s" in e and int(s) < size]
     if not done:
         return None
@@ -231,7 +235,7 @@ def estimate_phase_s(results: dict, size: int) -> float | None:
     factor = size / prev_size
     load = prev["load"]
     hnsw = load.get("memory_embedding_usem3_hnsw", 0) * factor * 1.3  # n log n and cache misses
-    gin = load.get("memory_search_vector", 0) * factor
+    gin = load.get(load_mod.GIN_INDEX, 0) * factor
     copy = (load.get("copy_s", 0) + load.get("generate_s", 0)) * factor + load.get("vacuum_analyze_s", 0) * factor
     measure_s = prev["phase_s"] - load.get("total_s", 0)
     return hnsw + gin + copy + measure_s * 1.5

@@ -9,6 +9,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bench.perf.load import GIN_INDEX
+
+# The full-text index, and its name in corpora loaded before migration 0006.
+_GIN_INDEXES = (GIN_INDEX, "memory_search_vector")
+
+
+def _gin_build_s(load: dict):
+    return next((load[name] for name in _GIN_INDEXES if name in load), "–")
+
+
+def _gin_size(tables: dict):
+    return next((tables[f"size_{name}"] for name in _GIN_INDEXES if f"size_{name}" in tables), None)
+
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
 PLOT = ROOT / "bench" / "perf" / "search_latency.png"
@@ -164,12 +178,12 @@ def section(results: dict) -> str:
                 if load.get("loader_embed_per_s")
                 else ""
             )
-            + f", GIN {load.get('memory_search_vector', '–')} s, "
+            + f", GIN {_gin_build_s(load)} s, "
             + f"HNSW {load.get('memory_embedding_usem3_hnsw', '–')} s, "
             f"VACUUM ANALYZE {load.get('vacuum_analyze_s')} s). Sizes: memories {tables.get('size_memories_memory')}, "
             f"embeddings {tables.get('size_memories_memoryembedding')} (heap {tables.get('embedding_heap')}, TOAST "
             f"{tables.get('embedding_toast')}, attstorage '{tables.get('embedding_attstorage')}'), HNSW "
-            f"{tables.get('size_memory_embedding_usem3_hnsw')}, GIN {tables.get('size_memory_search_vector')}."
+            f"{tables.get('size_memory_embedding_usem3_hnsw')}, GIN {_gin_size(tables)}."
         )
         if e.get("synthetic_calibration"):
             c = e["synthetic_calibration"]
@@ -228,7 +242,7 @@ def section(results: dict) -> str:
                     if il.get("loader_embed_per_s")
                     else ""
                 )
-                + f", GIN {il.get('memory_search_vector', '–')} s, "
+                + f", GIN {_gin_build_s(il)} s, "
                 f"HNSW {il.get('memory_embedding_usem3_hnsw', '–')} s).\n"
             )
         bd = e.get("breakdown", {})

@@ -15,6 +15,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from psycopg.conninfo import make_conninfo
+
 from memory_service import devstack
 
 # Data, logs and env file stay under this checkout's .data/bench even when the application code
@@ -59,6 +61,7 @@ def start_database() -> dict:
         "redis_url": redis_url,
         "pg_started": pg_started,
         "superuser_password": values["superuser_password"],
+        "superuser_url": make_conninfo(owner_url, user="postgres", password=values["superuser_password"]),
     }
 
 
