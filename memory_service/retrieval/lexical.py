@@ -58,15 +58,14 @@ def lexical_document(*, title: str, text: str, tags: list[str], occurred_at: dat
 # Snowball list of its ``english`` configuration), and CJK bigrams of hiragana alone (particles and
 # verb endings: "した", "での", "につ"). They stay in every document; a query drops them unless it
 # has nothing else. bench/RESULTS.md ("Search performance"): full-text matches ranked per search.
-STOP_WORDS = frozenset(
-    """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
+_STOP_WORDS_TEXT = """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
     hers herself it its itself they them their theirs themselves what which who whom this that these those
     am is are was were be been being have has had having do does did doing a an the and but if or because
     as until while of at by for with about against between into through during before after above below to
     from up down in out on off over under again further then once here there when where why how all any
     both each few more most other some such no nor not only own same so than too very s t can will just
-    don should now""".split()
-)
+    don should now"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 _HIRAGANA_ONLY = re.compile(r"[\u3040-\u309f]+")
 
 
