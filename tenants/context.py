@@ -41,7 +41,8 @@ def query_with_settings(
     ``sql`` (which may hold several, separated by ';'). Each statement of the batch runs after the
     one before it with a snapshot of its own, so ``sql`` sees the settings and whatever a lock
     taken earlier in the batch waited for; a ``set_config()`` inside the same statement as the
-    query would not be ordered against the row policies. Needs an open transaction.
+    query would not be ordered against the row policies. Needs an open transaction, and Django's
+    default psycopg cursor (client-side binding: parameters are quoted into the batch by psycopg).
     """
     if not connections[using].in_atomic_block:
         raise RuntimeError("query_with_settings() needs an open transaction")
