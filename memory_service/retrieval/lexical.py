@@ -57,7 +57,8 @@ def lexical_document(*, title: str, text: str, tags: list[str], occurred_at: dat
 # Query terms that match most of any corpus and say little: PostgreSQL's English stop words (the
 # Snowball list of its ``english`` configuration), and CJK bigrams of hiragana alone (particles and
 # verb endings: "した", "での", "につ"). They stay in every document; a query drops them unless it
-# has nothing else. bench/RESULTS.md ("Search performance"): full-text matches ranked per search.
+# has nothing else: fewer matches to rank and better lexical ranking (bench/perf/analysis.md, "What
+# changed"; bench/RESULTS.md, "Retrieval quality").
 _STOP_WORDS_TEXT = """i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
     hers herself it its itself they them their theirs themselves what which who whom this that these those
     am is are was were be been being have has had having do does did doing a an the and but if or because
