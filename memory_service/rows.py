@@ -22,8 +22,9 @@ def columns(fields: tuple[Field, ...], *, table_alias: str) -> str:
 
 
 @cache
-def _converters(fields: tuple[Field, ...], alias: str) -> tuple[tuple[int, list, object], ...]:
-    """(position, converters, column) for the fields whose database values the ORM converts."""
+def _loading(fields: tuple[Field, ...], alias: str) -> tuple[list[str], tuple[tuple[int, list, object], ...]]:
+    """The fields' attnames, and (position, converters, column) for the fields whose database
+    values the ORM converts: worked out once per field list, not per row."""
     conn = connections[alias]
     found = []
     for index, field in enumerate(fields):
@@ -31,15 +32,16 @@ def _converters(fields: tuple[Field, ...], alias: str) -> tuple[tuple[int, list,
         converters = conn.ops.get_db_converters(col) + field.get_db_converters(conn)
         if converters:
             found.append((index, converters, col))
-    return tuple(found)
+    return [f.attname for f in fields], tuple(found)
 
 
 def model_from_row(model: type[Model], fields: tuple[Field, ...], values, *, alias: str) -> Model:
     """An instance of ``model`` from the values of ``fields`` (in that order), as loaded by the ORM
     (JSON decoded by its field, not by the driver)."""
+    attnames, converted = _loading(fields, alias)
     values = list(values)
     conn = connections[alias]
-    for index, converters, col in _converters(fields, alias):
+    for index, converters, col in converted:
         for converter in converters:
             values[index] = converter(values[index], col, conn)
-    return model.from_db(alias, [f.attname for f in fields], values)
+    return model.from_db(alias, attnames, values)

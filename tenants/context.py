@@ -24,10 +24,14 @@ def platform_context_active() -> bool:
     return _platform.get()
 
 
+# Sets a transaction-local setting (name, name, value) and reads back its previous value.
+_ASSIGNMENT = "SELECT current_setting(%s, true), set_config(%s, %s, true)"
+
+
 def _set_local(name: str, value: str, *, using: str) -> str:
     """Set a transaction-local setting and return its previous value ('' when unset)."""
     with connections[using].cursor() as cursor:
-        cursor.execute("SELECT current_setting(%s, true), set_config(%s, %s, true)", [name, name, value])
+        cursor.execute(_ASSIGNMENT, [name, name, value])
         previous = cursor.fetchone()[0]
     return previous or ""
 
@@ -46,7 +50,7 @@ def query_with_settings(
     """
     if not connections[using].in_atomic_block:
         raise RuntimeError("query_with_settings() needs an open transaction")
-    assignments = "".join("SELECT current_setting(%s, true), set_config(%s, %s, true); " for _ in settings)
+    assignments = "".join(f"{_ASSIGNMENT}; " for _ in settings)
     values = [value for name, setting in settings.items() for value in (name, name, setting)]
     previous = {}
     with connections[using].cursor() as cursor:
