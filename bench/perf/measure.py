@@ -157,8 +157,8 @@ def http_writes(specs, tenants: dict, total: int, n: int, seed: int, max_seconds
 def classify(sql: str) -> str:
     if "hnsw." in sql:
         return "hnsw SET LOCAL"
-    if "WITH scoped AS MATERIALIZED" in sql:
-        return "candidates"
+    if "WITH ranged AS MATERIALIZED" in sql and "<=>" not in sql:
+        return "text candidates"  # the lexical and recent stages, sent while the query is embedded
     if "<=>" in sql:
         return "vector k-NN"
     if "@@" in sql:
@@ -214,6 +214,20 @@ def _timed(store: list, fn):
     return wrapper
 
 
+class _TimedResult:
+    """A future whose ``result()`` records how long its caller waited."""
+
+    def __init__(self, future, store: list):
+        self._future, self._store = future, store
+
+    def result(self):
+        started = time.perf_counter()
+        try:
+            return self._future.result()
+        finally:
+            self._store.append((time.perf_counter() - started) * 1000)
+
+
 def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
     """The view's work (auth, search, represent) in this process, with every SQL statement timed."""
     from django.db import connection, transaction
@@ -223,14 +237,17 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
     from tenants.authentication import authenticate_token
 
     backend = S.get_backend()
-    embed_times: list[float] = []
+    embed_times: list[float] = []  # on the helper thread, overlapping the text candidates
+    wait_times: list[float] = []  # what the search waited for the vector after its text candidates
     mask_times: list[float] = []
-    original_embed, original_mask = backend.embed_query, S.mask_query
+    original_embed, original_mask, original_background = backend.embed_query, S.mask_query, S.embed_query_in_background
     backend.embed_query = _timed(embed_times, original_embed)
     S.mask_query = _timed(mask_times, original_mask)
+    S.embed_query_in_background = lambda *args: _TimedResult(original_background(*args), wait_times)
     # Inclusive time of each step of memory_search (SQL + ORM + Python), by patching module globals.
     step_names = [
-        "find_candidates",
+        "text_candidates",
+        "add_dense_candidates",
         "memories_by_id",
         "memory_statuses",
         "render_context",
@@ -255,7 +272,7 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
             if time.monotonic() - started > max_seconds:
                 break
             recorder = Recorder()
-            n_embed, n_mask = len(embed_times), len(mask_times)
+            n_embed, n_wait, n_mask = len(embed_times), len(wait_times), len(mask_times)
             marks = {name: len(v) for name, v in step_times.items()}
             with connection.execute_wrapper(recorder):
                 t0 = time.perf_counter()
@@ -271,6 +288,7 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
                         memories=[h.memory for h in result.hits],
                         scores={h.memory.id: h.score for h in result.hits},
                         markers={h.memory.id: h.markers for h in result.hits},
+                        statuses={h.memory.id: h.status for h in result.hits},  # as the view passes them
                     )
                     t_body = time.perf_counter()
                 t_end = time.perf_counter()
@@ -280,13 +298,14 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
                 "authenticate_token": (t_auth - t0) * 1000,
                 "represent (view)": (t_body - t_search) * 1000,
                 "commit": (t_end - t_body) * 1000,
-                "embed query": sum(embed_times[n_embed:]),
+                "embed query (overlapped)": sum(embed_times[n_embed:]),
+                "embed query (waited for)": sum(wait_times[n_wait:]),
                 "mask query": sum(mask_times[n_mask:]),
             }
             for name in step_names:
                 step[name] = sum(step_times[name][marks[name] :])
             step["memory_search (rest: scope, fetch hits, fusion)"] = (t_search - t_auth) * 1000 - sum(
-                step[name] for name in [*step_names, "embed query", "mask query"]
+                step[name] for name in [*step_names, "embed query (waited for)", "mask query"]
             )
             for key, value in step.items():
                 steps[key].append(value)
@@ -295,14 +314,14 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
             for cls, ms, _sql, _params in recorder.events:
                 per[cls] += ms
             per["commit"] = (t_end - t_body) * 1000
-            per["embed query"] = sum(embed_times[n_embed:])
+            per["embed query (waited for)"] = sum(wait_times[n_wait:])
             per["mask query"] = sum(mask_times[n_mask:])
             per["python (rest)"] = total - sum(per.values())
             for key, value in per.items():
                 parts[key].append(value)
             hnsw = any(cls == "hnsw SET LOCAL" for cls, *_ in recorder.events)
             for cls, ms, sql, params in recorder.events:
-                if cls in ("candidates", "vector k-NN"):
+                if cls in ("text candidates", "vector k-NN"):
                     captured.append(
                         {
                             "class": cls,
@@ -316,6 +335,7 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
                     )
     finally:
         backend.embed_query, S.mask_query = original_embed, original_mask
+        S.embed_query_in_background = original_background
         for name, fn in originals.items():
             setattr(S, name, fn)
     n = len(totals)

@@ -60,7 +60,7 @@ def plot(results: dict) -> bool:
         ("REST search p50", lambda e: e["rest_search"]["overall"]["p50"], "o-", "C0"),
         ("REST search p95", lambda e: e["rest_search"]["overall"]["p95"], "o--", "C0"),
         ("REST write p50", lambda e: e["rest_write"]["overall"]["p50"], "s-", "C3"),
-        ("DB candidate statement p95", lambda e: _sql(e, "candidates", "p95"), "^:", "C1"),
+        ("DB vector candidates p95", lambda e: _sql(e, "vector k-NN", "p95"), "^:", "C1"),
         ("DB HNSW k-NN p95 (large scopes)", lambda e: _sql(e, "vector k-NN (hnsw)", "p95"), "v:", "C2"),
     ]
     for label, getter, style, color in series:
@@ -132,19 +132,20 @@ def section(results: dict) -> str:
     out += ["### Figures", ""]
     out.append(
         "| corpus | vectors | REST search p50 / p95 ms | REST write p50 / p95 ms "
-        "| DB candidate statement p50 / p95 ms | DB HNSW k-NN (large scopes) p50 / p95 ms (n) "
-        "| vector recall@10 (app) min per class |"
+        "| DB text candidates p50 / p95 ms | DB vector candidates p50 / p95 ms "
+        "| DB HNSW k-NN (large scopes) p50 / p95 ms (n) | vector recall@10 (app) min per class |"
     )
-    out.append("|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|")
     for size, e in _sizes(results):
         if "skipped" in e and "rest_search" not in e:
-            out.append(f"| {size:,} | skipped: {e['skipped']} | | | | | |")
+            out.append(f"| {size:,} | skipped: {e['skipped']} | | | | | | |")
             continue
         if "rest_search" not in e:
             continue
         rs, rw = e["rest_search"]["overall"], e.get("rest_write", {}).get("overall", {})
         timings = e["sql"]["timings"]
-        one = timings.get("candidates", {}).get("explain_exec_ms", {})
+        text = timings.get("text candidates", {}).get("explain_exec_ms", {})
+        one = timings.get("vector k-NN", {}).get("explain_exec_ms", {})
         hnsw = timings.get("vector k-NN (hnsw)", {}).get("explain_exec_ms", {})
         recalls = [
             v["recall_app"]
@@ -154,7 +155,8 @@ def section(results: dict) -> str:
         hnsw_txt = f"{_f(hnsw.get('p50'))} / {_f(hnsw.get('p95'))} ({hnsw.get('n')})" if hnsw else "none used"
         out.append(
             f"| {size:,} | {e.get('vectors', '')} | {_f(rs.get('p50'))} / {_f(rs.get('p95'))} "
-            f"| {_f(rw.get('p50'))} / {_f(rw.get('p95'))} | {_f(one.get('p50'))} / {_f(one.get('p95'))} "
+            f"| {_f(rw.get('p50'))} / {_f(rw.get('p95'))} | {_f(text.get('p50'))} / {_f(text.get('p95'))} "
+            f"| {_f(one.get('p50'))} / {_f(one.get('p95'))} "
             f"| {hnsw_txt} | {_f(min(recalls) if recalls else None, 3)} |"
         )
     out.append("")
@@ -331,7 +333,7 @@ def section(results: dict) -> str:
             out.append(f"Vector column storage test: skipped ({sp['skipped']}).\n")
         plans = e.get("sql", {}).get("slowest_plans", {})
         for key, p in sorted(plans.items()):
-            if key in ("candidates", "vector k-NN", "vector k-NN (hnsw)"):
+            if key in ("text candidates", "vector k-NN", "vector k-NN (hnsw)"):
                 text = re.sub(r"'\[[^\]]{200,}\]'", "'[…512 floats…]'", p["text"])
                 out += [
                     f"<details><summary>slowest {key} plan ({_f(p['exec_ms'])} ms, {p['size_class']})</summary>",

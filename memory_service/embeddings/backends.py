@@ -6,8 +6,10 @@ slower). Remote: an OpenAI-compatible ``/v1/embeddings`` endpoint and Ollama's `
 Nothing downloads a model at run time.
 """
 
+import os
 import threading
 from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 
 import httpx
@@ -166,3 +168,21 @@ def build_backend(name: str) -> EmbeddingBackend:
 def get_backend(name: str | None = None) -> EmbeddingBackend:
     """The process-wide backend (``settings.EMBEDDING_BACKEND`` unless named), loaded once."""
     return build_backend(name or settings.EMBEDDING_BACKEND)
+
+
+_query_threads: tuple[int, ThreadPoolExecutor] | None = None
+_query_threads_lock = threading.Lock()
+
+
+def embed_query_in_background(backend: EmbeddingBackend, text: str) -> Future:
+    """Start embedding a search query on a helper thread of this process.
+
+    ``result()`` gives the vector or raises EmbeddingUnavailable. The caller's thread is free
+    meanwhile: a search sends its text stages to the database while the query is embedded. The
+    threads are made in the process that uses them (never inherited through a fork).
+    """
+    global _query_threads
+    with _query_threads_lock:
+        if _query_threads is None or _query_threads[0] != os.getpid():
+            _query_threads = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="embed-query"))
+        return _query_threads[1].submit(backend.embed_query, text)

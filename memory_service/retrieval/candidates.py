@@ -1,4 +1,7 @@
-"""The candidates of one search, found in one SQL statement that reads only what it keeps.
+"""The candidates of one search, found in two SQL statements that read only what they keep.
+
+``text_candidates`` (lexical and recent stages) needs no query vector: a search sends it while the
+query is being embedded on another thread, then ``add_dense_candidates`` sends the dense stage.
 
 At a million memories a search's cost is locality: a scope's rows lie on as many heap pages as it
 has rows (bench/perf/analysis.md). So each stage reads an index range of the scope owners instead
@@ -217,6 +220,23 @@ def _candidate(row) -> Candidate:
     )
 
 
+@dataclass(frozen=True)
+class SearchScope:
+    """The memories a search may return: the queryset, its WHERE clause as SQL (compiled once), and
+    the ``models.owner_key`` of every scope owner it may hold (a superset is fine: every candidate
+    is checked against the filter)."""
+
+    queryset: QuerySet
+    where: str
+    where_params: list
+    owner_keys: list[str]
+
+
+def search_scope(*, scoped: QuerySet, owner_keys: list[str]) -> SearchScope:
+    where, where_params = _where(scoped)
+    return SearchScope(queryset=scoped, where=where, where_params=where_params, owner_keys=list(owner_keys))
+
+
 def find_candidates(
     *,
     scoped: QuerySet,
@@ -229,42 +249,42 @@ def find_candidates(
 ) -> Candidates:
     """Dense, lexical and recent candidates of ``scoped`` with what ranking needs of each.
 
-    ``owner_keys``: the ``models.owner_key`` of every scope owner ``scoped`` may hold (a superset
-    is fine: every candidate is checked against ``scoped``'s filter). ``vector`` None means the
-    query could not be embedded (no dense stage). ``tsquery`` is a ``to_tsquery('simple', …)``
-    string ('' for none). ``recent_kinds`` empty skips the recent stage.
+    ``owner_keys``: see ``SearchScope``. ``vector`` None means the query could not be embedded
+    (no dense stage). ``tsquery`` is a ``to_tsquery('simple', …)`` string ('' for none).
+    ``recent_kinds`` empty skips the recent stage.
     """
-    where, where_params = _where(scoped)
-    covering = vector is not None and backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
-    dense = None
-    if covering:
-        dense = (HalfVector(vector).to_text(), Vector._to_db(vector), token.tenant_id, backend.model_id)
+    scope = search_scope(scoped=scoped, owner_keys=owner_keys)
+    found = text_candidates(scope=scope, tsquery=tsquery, recent_kinds=recent_kinds)
+    if vector is not None:
+        add_dense_candidates(found, scope=scope, token=token, vector=vector, backend=backend)
+    return found
+
+
+def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KINDS) -> Candidates:
+    """The lexical and recent candidates of ``scope``: one statement that needs no query vector, so a
+    search sends it while the query is being embedded. ``found.path`` is "none" until
+    ``add_dense_candidates``."""
+    found = Candidates(path="none")
+    if not tsquery and not recent_kinds:
+        return found
     sql, params = _statement(
-        where=where,
-        where_params=where_params,
-        owner_keys=list(owner_keys),
-        dense=dense,
+        where=scope.where,
+        where_params=scope.where_params,
+        owner_keys=scope.owner_keys,
+        dense=None,
         tsquery=tsquery,
         recent_kinds=[str(k) for k in recent_kinds],
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchall()
-
-    found = Candidates(path="exact" if vector is not None else "none")
-    range_rows, nearest_rows, matched_rows = result[0][:3]  # there is always a row
-    dense_rows = 0
+    _range_rows, _nearest_rows, matched_rows = result[0][:3]  # there is always a row
     occurred = {}
-    for _n, _nearest, _matched, distance, rank, is_recent, *facts in result:
+    for _n, _nearest, _matched, _distance, rank, is_recent, *facts in result:
         memory_id = facts[0]
         if memory_id is None:
             continue
         found.facts[memory_id] = _candidate(facts)
-        if distance is not None:
-            dense_rows += 1
-            similarity = 1.0 - float(distance)
-            if similarity >= backend.similarity_floor:
-                found.dense[memory_id] = similarity
         if rank is not None:
             found.lexical[memory_id] = float(rank)
         if is_recent:
@@ -273,19 +293,51 @@ def find_candidates(
     found.recent.sort(key=occurred.get, reverse=True)
 
     if matched_rows >= NEAREST_READ and len(found.lexical) < CANDIDATES:  # the filter rejected most matches
-        found.lexical = _lexical_scan(where=where, where_params=where_params, tsquery=tsquery)
+        found.lexical = _lexical_scan(where=scope.where, where_params=scope.where_params, tsquery=tsquery)
         _add_facts(found, found.lexical)
+    return found
+
+
+def add_dense_candidates(found: Candidates, *, scope: SearchScope, token, vector, backend: EmbeddingBackend) -> None:
+    """Add to ``found`` the exact nearest neighbours of ``vector`` in ``scope``, above the model's
+    similarity floor, and set ``found.path``."""
+    found.path = "exact"
+    covering = backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
+    range_rows = nearest_rows = dense_rows = 0
+    if covering:
+        dense = (HalfVector(vector).to_text(), Vector._to_db(vector), token.tenant_id, backend.model_id)
+        sql, params = _statement(
+            where=scope.where,
+            where_params=scope.where_params,
+            owner_keys=scope.owner_keys,
+            dense=dense,
+            tsquery="",
+            recent_kinds=[],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            result = cursor.fetchall()
+        range_rows, nearest_rows, _matched_rows = result[0][:3]  # there is always a row
+        for _n, _nearest, _matched, distance, _rank, _recent, *facts in result:
+            memory_id = facts[0]
+            if memory_id is None or distance is None:
+                continue
+            dense_rows += 1
+            similarity = 1.0 - float(distance)
+            if similarity >= backend.similarity_floor:
+                found.dense[memory_id] = similarity
+                found.facts.setdefault(memory_id, _candidate(facts))
 
     # The covering index could not answer: too many vectors, too few of the nearest in the scope.
     incomplete = range_rows > COVERING_MAX_ROWS or (nearest_rows >= NEAREST_READ and dense_rows < CANDIDATES)
-    if vector is not None and (not covering or incomplete):
-        if _scope_exceeds(where, where_params, hnsw_threshold()):
+    if not covering or incomplete:
+        scoped = scope.queryset
+        if _scope_exceeds(scope.where, scope.where_params, hnsw_threshold()):
             found.path = "hnsw"
             found.dense = _hnsw_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
         else:
             found.dense = _dense_exact(scoped=scoped, token=token, vector=vector, backend=backend)
         _add_facts(found, found.dense)
-    return found
 
 
 def _add_facts(found: Candidates, ids) -> None:

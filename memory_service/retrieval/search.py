@@ -1,9 +1,9 @@
 """Hybrid retrieval (DESIGN.md "Retrieval contract").
 
-1. Candidates (``retrieval.candidates``): exact vector k-NN in the active model's space, read
-   from the scope owners' vectors in a covering index (HNSW with iterative scan past 50k
-   vectors), above the model's similarity floor, and full-text matches (CJK bigrams), ~50 each,
-   within the scopes searched.
+1. Candidates (``retrieval.candidates``): full-text matches (CJK bigrams) found while the query
+   is embedded on a helper thread, then exact vector k-NN in the active model's space, read from
+   the scope owners' vectors in a covering index (HNSW with iterative scan past 50k vectors),
+   above the model's similarity floor; ~50 each, within the scopes searched.
 2. Fusion: a convex combination, 0.7 · min-max-normalised dense similarity + 0.3 · lexical
    rank / best lexical rank. The lexical term counts only when at least half of the dense top 10
    share the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights
@@ -22,13 +22,18 @@ from django.utils import timezone
 
 from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
-from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
+from memory_service.embeddings.backends import EmbeddingUnavailable, embed_query_in_background, get_backend
 from memory_service.exceptions import ValidationError
 from memory_service.memories.masking import mask_query
 from memory_service.memories.models import ActivityLog, Memory, Priority, Scope, owner_key
 from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
 from memory_service.memories.status import DerivedStatus
-from memory_service.retrieval.candidates import find_candidates, memories_by_id
+from memory_service.retrieval.candidates import (
+    add_dense_candidates,
+    memories_by_id,
+    search_scope,
+    text_candidates,
+)
 from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query, script_of
 from tenants.models import ApiToken
@@ -153,6 +158,9 @@ def memory_search(
     user, repository, session = where.user, where.repository, where.session
     _validate(query=query, top=top, budget_bytes=budget_bytes, where=where)
     masked = mask_query(tenant=token.tenant, query=query)
+    # The query is embedded on a helper thread while the database finds the text candidates.
+    backend = get_backend()
+    pending_vector = embed_query_in_background(backend, masked)
 
     scoped = Memory.objects.for_tenant(token.tenant).filter(
         scope_filter(token=token, user=user, repository=repository, session=session)
@@ -160,20 +168,15 @@ def memory_search(
     if kinds:
         scoped = scoped.filter(kind__in=kinds)
 
-    degraded, backend, vector = False, None, None
+    scope = search_scope(scoped=scoped, owner_keys=scope_owner_keys(user=user, repository=repository, session=session))
+    found = text_candidates(scope=scope, tsquery=lexical_query(masked))
+    degraded = False
     try:
-        backend = get_backend()
-        vector = backend.embed_query(masked)
+        vector = pending_vector.result()
     except EmbeddingUnavailable:
         degraded = True
-    found = find_candidates(
-        scoped=scoped,
-        owner_keys=scope_owner_keys(user=user, repository=repository, session=session),
-        token=token,
-        vector=vector,
-        backend=backend,
-        tsquery=lexical_query(masked),
-    )
+    else:
+        add_dense_candidates(found, scope=scope, token=token, vector=vector, backend=backend)
     dense, lexical, facts = found.dense, found.lexical, found.facts
     use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
     scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)
