@@ -279,6 +279,9 @@ def main() -> int:
         "--load-only", action="store_true", help="grow the corpus to each size and measure nothing (implies --keep-db)"
     )
     parser.add_argument("--keep-db", action="store_true", help="leave the bench PostgreSQL running")
+    parser.add_argument(
+        "--no-huge-pages", action="store_true", help="start PostgreSQL without reserving huge pages (4 kB pages)"
+    )
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--stop", action="store_true")
     args = parser.parse_args()
@@ -318,7 +321,8 @@ def main() -> int:
             cwd=ROOT,
         ).stdout.split("\n"),
     }
-    env = stack.start_database()
+    env = stack.start_database(huge_pages=not args.no_huge_pages)
+    results["huge_pages"] = env["huge_pages"]
     state: dict = {"web": None}
     try:
         stack.setup_django()

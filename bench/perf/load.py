@@ -360,6 +360,7 @@ def table_facts(owner_url: str) -> dict:
     for rel in (*TABLES, HNSW_INDEX, GIN_INDEX, "scope_vector_owner"):
         size = conn.execute("SELECT pg_size_pretty(pg_total_relation_size(%s::regclass))", [rel]).fetchone()
         facts[f"size_{rel}"] = size[0] if size else None
+    facts["huge_pages"] = conn.execute("SHOW huge_pages_status").fetchone()[0]
     facts["server"] = conn.execute(
         "SELECT current_setting('server_version') || ', pgvector ' || extversion "
         "FROM pg_extension WHERE extname = 'vector'"

@@ -6,6 +6,7 @@ their Redis databases.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,12 +36,50 @@ LOG_DIR = PROFILE.dir / "logs"
 TOKENS_FILE = PROFILE.dir / "tokens.json"
 
 
-def start_database() -> dict:
+HUGE_PAGES = Path("/proc/sys/vm/nr_hugepages")
+HUGE_PAGES_RESERVED = PROFILE.dir / "huge_pages_reserved"
+HUGE_PAGE_MB = 2
+
+
+def reserve_huge_pages() -> str:
+    """Reserve 2 MB huge pages for PostgreSQL's shared memory before it starts, where this process
+    may (root); PostgreSQL's ``huge_pages = try`` then maps its shared buffers with them.
+
+    Why: with 4 kB pages every connection takes a page fault on its first touch of each page of
+    shared buffers, and at 1M memories a search's first touch of a scope cost 2-8 times its warm
+    time (bench/perf/analysis.md). Dedicated PostgreSQL servers with large shared buffers are set
+    up this way. ``release_huge_pages`` gives them back. Returns what was done, for the results.
+    """
+    if devstack.pg_is_running(PROFILE.pgdata):
+        return "server already running: left as it is"
+    wanted = (devstack.shared_buffers_mb() * 106 // 100 + 64) // HUGE_PAGE_MB
+    try:
+        before = int(HUGE_PAGES.read_text())
+        if before >= wanted:
+            return f"{before} huge pages were already reserved"
+        HUGE_PAGES.write_text(str(wanted))
+        got = int(HUGE_PAGES.read_text())
+    except (OSError, ValueError) as exc:
+        return f"could not reserve huge pages ({type(exc).__name__}): 4 kB pages"
+    HUGE_PAGES_RESERVED.write_text(str(before))
+    return f"reserved {got} huge pages of {HUGE_PAGE_MB} MB (asked {wanted}, before {before})"
+
+
+def release_huge_pages() -> None:
+    """Give back what ``reserve_huge_pages`` reserved (after the server stopped)."""
+    if HUGE_PAGES_RESERVED.exists():
+        with contextlib.suppress(OSError):
+            HUGE_PAGES.write_text(HUGE_PAGES_RESERVED.read_text())
+        HUGE_PAGES_RESERVED.unlink()
+
+
+def start_database(*, huge_pages: bool = True) -> dict:
     """Start (or reuse) the bench PostgreSQL and Redis db 5, write the env file. Returns URLs and flags."""
     for forbidden in (54320, 54321, 8000):
         assert forbidden not in (PG_PORT, WEB_PORT)
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     os.environ.pop("DATABASE_URL", None)  # devstack would otherwise use an outside server
+    huge = reserve_huge_pages() if huge_pages else "not asked for (--no-huge-pages)"
     step = devstack.Steps(3)
     values = devstack.load_secrets(PROFILE)
     app_url, owner_url, pg_started = devstack.ensure_postgres(PROFILE, values, step)
@@ -60,6 +99,7 @@ def start_database() -> dict:
         "owner_url": owner_url,
         "redis_url": redis_url,
         "pg_started": pg_started,
+        "huge_pages": huge,
         "superuser_password": values["superuser_password"],
         "superuser_url": make_conninfo(owner_url, user="postgres", password=values["superuser_password"]),
     }
@@ -196,6 +236,7 @@ def stop_process(process: subprocess.Popen | None) -> None:
 
 def stop_database() -> None:
     devstack.pg_stop(PROFILE)
+    release_huge_pages()
 
 
 def flush_redis_db() -> None:
