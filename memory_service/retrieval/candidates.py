@@ -9,8 +9,10 @@ of the scope's rows:
 
 - dense: ``ScopeVector`` holds each vector under its scope owner key, in a covering index. The
   exact k-NN of the scope is one index-only range scan per owner; the nearest rows are then
-  checked against the scope's full filter (expiry, visibility, kinds) and scored with the stored
-  float vector, so similarities are exact;
+  checked against the scope's full filter (expiry, visibility, kinds). Their similarity is the
+  half-precision one the scan computed (within 1e-3 of float32): rescoring them with the float
+  vectors read 100 rows of ``MemoryEmbedding`` per search and changed no top 10 in 150 searches
+  at 1M (bench/perf/analysis.md);
 - lexical: the best full-text matches of the scope owners from a GIN index of (owner key,
   lexemes), through ``memory_lexical_candidates`` (migration 0006: under row-level security the
   match could never use an index), each checked against the scope's filter like the dense ones;
@@ -32,7 +34,7 @@ from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.functions import Cast
-from pgvector import HalfVector, Vector
+from pgvector import HalfVector
 from pgvector.django import CosineDistance, VectorField
 
 from memory_service import rows
@@ -124,7 +126,7 @@ def _statement(
     """
     params: list = []
     if dense is not None:
-        half_vector, vector, tenant_id, model = dense
+        half_vector, tenant_id, model = dense
         # One pass over the owners' range of the covering index (at most COVERING_MAX_ROWS + 1
         # entries): the distance of each, kept as (id, distance) only.
         ranged_sql = f"""SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
@@ -134,16 +136,13 @@ def _statement(
             WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)}
             ORDER BY distance LIMIT {int(NEAREST_READ)}"""
         # Each of the nearest is checked against the scope's filter by its primary key (OFFSET 0
-        # keeps the planner from reading the whole scope for a hash join instead), then scored
-        # exactly with its float vector.
-        dense_sql = f"""SELECT nearest.memory_id AS id, e.embedding <=> %s::vector AS distance
+        # keeps the planner from reading the whole scope for a hash join instead).
+        dense_sql = f"""SELECT nearest.memory_id AS id, nearest.distance
             FROM nearest
             CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
                                 WHERE memories_memory.id = nearest.memory_id AND ({where}) OFFSET 0) visible
-            JOIN memories_memoryembedding e ON e.memory_id = nearest.memory_id AND e.model = %s
-            ORDER BY distance LIMIT %s"""
-        params += [half_vector, tenant_id, model, owner_keys, vector, *where_params]
-        params += [model, CANDIDATES]
+            ORDER BY nearest.distance LIMIT %s"""
+        params += [half_vector, tenant_id, model, owner_keys, *where_params, CANDIDATES]
     else:
         ranged_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
         nearest_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
@@ -305,7 +304,7 @@ def add_dense_candidates(found: Candidates, *, scope: SearchScope, token, vector
     covering = backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
     range_rows = nearest_rows = dense_rows = 0
     if covering:
-        dense = (HalfVector(vector).to_text(), Vector._to_db(vector), token.tenant_id, backend.model_id)
+        dense = (HalfVector(vector).to_text(), token.tenant_id, backend.model_id)
         sql, params = _statement(
             where=scope.where,
             where_params=scope.where_params,
