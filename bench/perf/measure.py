@@ -157,7 +157,7 @@ def http_writes(specs, tenants: dict, total: int, n: int, seed: int, max_seconds
 def classify(sql: str) -> str:
     if "hnsw." in sql:
         return "hnsw SET LOCAL"
-    if "WITH ranged AS MATERIALIZED" in sql and "<=>" not in sql:
+    if "WITH matched AS MATERIALIZED" in sql:
         return "text candidates"  # the lexical and recent stages, sent while the query is embedded
     if "<=>" in sql:
         return "vector k-NN"

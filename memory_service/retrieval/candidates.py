@@ -115,42 +115,19 @@ def hnsw_threshold() -> int:
     return max(EXACT_SCAN_MAX_ROWS, int(cached[1] * 0.01))
 
 
-def _statement(
-    *, where: str, where_params: list, owner_keys: list[str], dense: tuple | None, tsquery: str, recent_kinds: list[str]
+def _text_statement(
+    *, where: str, where_params: list, owner_keys: list[str], tsquery: str, recent_kinds: list[str]
 ) -> tuple[str, list]:
-    """The candidate statement and its parameters. A stage that is not asked for returns no rows.
+    """The lexical and recent stages in one statement. A stage not asked for returns no rows.
 
-    Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
-    the number of nearest vectors read, the number of full-text matches read, then one row per
-    candidate (or one row of nulls).
+    Its rows: the number of full-text matches read, then one row per candidate (its rank or
+    null, whether it is recent, ``_FACT_COLUMNS``), or one row of nulls.
     """
     params: list = []
-    if dense is not None:
-        half_vector, tenant_id, model = dense
-        # One pass over the owners' range of the covering index (at most COVERING_MAX_ROWS + 1
-        # entries): the distance of each, kept as (id, distance) only.
-        ranged_sql = f"""SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
-            FROM memories_scopevector v
-            WHERE v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s) LIMIT {int(COVERING_MAX_ROWS) + 1}"""
-        nearest_sql = f"""SELECT memory_id, distance FROM ranged
-            WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)}
-            ORDER BY distance LIMIT {int(NEAREST_READ)}"""
-        # Each of the nearest is checked against the scope's filter by its primary key (OFFSET 0
-        # keeps the planner from reading the whole scope for a hash join instead).
-        dense_sql = f"""SELECT nearest.memory_id AS id, nearest.distance
-            FROM nearest
-            CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
-                                WHERE memories_memory.id = nearest.memory_id AND ({where}) OFFSET 0) visible
-            ORDER BY nearest.distance LIMIT %s"""
-        params += [half_vector, tenant_id, model, owner_keys, *where_params, CANDIDATES]
-    else:
-        ranged_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
-        nearest_sql = "SELECT NULL::uuid AS memory_id, NULL::float8 AS distance WHERE false"
-        dense_sql = "SELECT NULL::uuid AS id, NULL::float8 AS distance WHERE false"
-
     if tsquery:
         # The best matches of the owners (memory_lexical_candidates: the GIN index, current tenant
-        # only), each then checked against the scope's filter by its primary key.
+        # only), each then checked against the scope's filter by its primary key (OFFSET 0 keeps
+        # the planner from reading the whole scope for a hash join instead).
         matched_sql = "SELECT id, rank FROM memory_lexical_candidates(%s::text[], to_tsquery('simple', %s), %s)"
         lexical_sql = f"""SELECT matched.id, matched.rank
             FROM matched
@@ -178,23 +155,52 @@ def _statement(
         recent_sql = "SELECT NULL::uuid AS id WHERE false"
 
     sql = f"""
-        WITH ranged AS MATERIALIZED ({ranged_sql}),
-        range_rows AS (SELECT count(*) AS n FROM ranged),
-        nearest AS MATERIALIZED ({nearest_sql}),
-        dense AS MATERIALIZED ({dense_sql}),
-        matched AS MATERIALIZED ({matched_sql}),
+        WITH matched AS MATERIALIZED ({matched_sql}),
         lexical AS MATERIALIZED ({lexical_sql}),
         recent AS MATERIALIZED ({recent_sql}),
-        found AS (SELECT id FROM dense UNION SELECT id FROM lexical UNION SELECT id FROM recent)
-        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest), (SELECT count(*) FROM matched),
-               d.distance, l.rank, r.id IS NOT NULL, {_FACT_COLUMNS}
+        found AS (SELECT id FROM lexical UNION SELECT id FROM recent)
+        SELECT (SELECT count(*) FROM matched), l.rank, r.id IS NOT NULL, {_FACT_COLUMNS}
         FROM (SELECT 1) one
         LEFT JOIN (found JOIN memories_memory m ON m.id = found.id) ON true
-        LEFT JOIN dense d ON d.id = m.id
         LEFT JOIN lexical l ON l.id = m.id
         LEFT JOIN recent r ON r.id = m.id
     """
     return sql, params
+
+
+def _dense_statement(
+    *, where: str, where_params: list, owner_keys: list[str], half_vector: str, tenant_id, model: str
+) -> tuple[str, list]:
+    """The dense stage over the covering index in one statement.
+
+    Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
+    the number of nearest vectors read, then one row per candidate (its cosine distance,
+    ``_FACT_COLUMNS``), or one row of nulls.
+    """
+    # One pass over the owners' range of the covering index (at most COVERING_MAX_ROWS + 1
+    # entries): the distance of each, kept as (id, distance) only. Each of the nearest is then
+    # checked against the scope's filter by its primary key (OFFSET 0: see _text_statement).
+    sql = f"""
+        WITH ranged AS MATERIALIZED (
+            SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
+            FROM memories_scopevector v
+            WHERE v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s) LIMIT {int(COVERING_MAX_ROWS) + 1}),
+        range_rows AS (SELECT count(*) AS n FROM ranged),
+        nearest AS MATERIALIZED (
+            SELECT memory_id, distance FROM ranged
+            WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)}
+            ORDER BY distance LIMIT {int(NEAREST_READ)}),
+        dense AS MATERIALIZED (
+            SELECT nearest.memory_id AS id, nearest.distance
+            FROM nearest
+            CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
+                                WHERE memories_memory.id = nearest.memory_id AND ({where}) OFFSET 0) visible
+            ORDER BY nearest.distance LIMIT %s)
+        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest), d.distance, {_FACT_COLUMNS}
+        FROM (SELECT 1) one
+        LEFT JOIN (dense d JOIN memories_memory m ON m.id = d.id) ON true
+    """
+    return sql, [half_vector, tenant_id, model, owner_keys, *where_params, CANDIDATES]
 
 
 def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
@@ -266,20 +272,19 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
     found = Candidates(path="none")
     if not tsquery and not recent_kinds:
         return found
-    sql, params = _statement(
+    sql, params = _text_statement(
         where=scope.where,
         where_params=scope.where_params,
         owner_keys=scope.owner_keys,
-        dense=None,
         tsquery=tsquery,
         recent_kinds=[str(k) for k in recent_kinds],
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchall()
-    _range_rows, _nearest_rows, matched_rows = result[0][:3]  # there is always a row
+    matched_rows = result[0][0]  # there is always a row
     occurred = {}
-    for _n, _nearest, _matched, _distance, rank, is_recent, *facts in result:
+    for _matched, rank, is_recent, *facts in result:
         memory_id = facts[0]
         if memory_id is None:
             continue
@@ -304,22 +309,21 @@ def add_dense_candidates(found: Candidates, *, scope: SearchScope, token, vector
     covering = backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
     range_rows = nearest_rows = dense_rows = 0
     if covering:
-        dense = (HalfVector(vector).to_text(), token.tenant_id, backend.model_id)
-        sql, params = _statement(
+        sql, params = _dense_statement(
             where=scope.where,
             where_params=scope.where_params,
             owner_keys=scope.owner_keys,
-            dense=dense,
-            tsquery="",
-            recent_kinds=[],
+            half_vector=HalfVector(vector).to_text(),
+            tenant_id=token.tenant_id,
+            model=backend.model_id,
         )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             result = cursor.fetchall()
-        range_rows, nearest_rows, _matched_rows = result[0][:3]  # there is always a row
-        for _n, _nearest, _matched, distance, _rank, _recent, *facts in result:
+        range_rows, nearest_rows = result[0][:2]  # there is always a row
+        for _n, _nearest, distance, *facts in result:
             memory_id = facts[0]
-            if memory_id is None or distance is None:
+            if memory_id is None:
                 continue
             dense_rows += 1
             similarity = 1.0 - float(distance)
