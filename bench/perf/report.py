@@ -108,6 +108,9 @@ def section(results: dict) -> str:
         f"Machine: `nproc` = {machine.get('nproc')}; {machine.get('cpu', '')}; load average at start "
         f"`{machine.get('loadavg_at_start', '')}` (the machine is shared); {machine.get('postgres', '')}.",
         "",
+        f"PostgreSQL shared memory: {results.get('huge_pages', 'huge pages not recorded')}; glibc malloc keeps "
+        "freed memory between queries (`devstack.PG_MALLOC_ENV`).",
+        "",
         "```",
         machine.get("free_h", ""),
         "```",
