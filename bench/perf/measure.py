@@ -428,12 +428,17 @@ def _dense_qs(scoped, token, vector, backend):
 
 
 def _recall(found: list[tuple], exact: list[tuple], k: int = 10) -> float | None:
-    """Tie-tolerant recall@k: share of the found top-k whose distance ≤ the exact k-th distance."""
-    exact = exact[:k]
-    if not exact:
+    """Tie-tolerant recall@k: share of the found top-k whose exact distance is ≤ the exact k-th.
+
+    ``found``: (id, distance) as the path under test computed it (half precision on the covering
+    path); ``exact``: (id, float32 distance) of the exact scan, nearest first, longer than ``k``.
+    A found id is judged by its exact distance, so half-precision rounding is not a miss."""
+    exact_k = exact[:k]
+    if not exact_k:
         return None
-    bound = exact[-1][1] + 1e-6
-    return sum(1 for _id, d in found[:k] if d <= bound) / len(exact)
+    bound = exact_k[-1][1] + 1e-6
+    exact_distance = dict(exact)
+    return sum(1 for memory_id, _d in found[:k] if exact_distance.get(memory_id, 2.0) <= bound) / len(exact_k)
 
 
 def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
