@@ -238,6 +238,7 @@ class SearchScope:
 
 
 def search_scope(*, scoped: QuerySet, owner_keys: list[str]) -> SearchScope:
+    """The ``SearchScope`` of ``scoped``; its filter may only name columns of the memory table."""
     where, where_params = _where(scoped)
     return SearchScope(queryset=scoped, where=where, where_params=where_params, owner_keys=list(owner_keys))
 
@@ -303,8 +304,9 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
 
 
 def add_dense_candidates(found: Candidates, *, scope: SearchScope, token, vector, backend: EmbeddingBackend) -> None:
-    """Add to ``found`` the exact nearest neighbours of ``vector`` in ``scope``, above the model's
-    similarity floor, and set ``found.path``."""
+    """Add to ``found`` the nearest neighbours of ``vector`` in ``scope`` (an exact search, with
+    half-precision distances on the covering path), above the model's similarity floor, and set
+    ``found.path``."""
     found.path = "exact"
     covering = backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
     range_rows = nearest_rows = dense_rows = 0
