@@ -210,9 +210,9 @@ def shared_buffers_mb() -> int:
 
 # glibc's malloc in every PostgreSQL process: keep freed memory (up to 64 MB) for the next query
 # instead of giving it back to the kernel and faulting it in again, page by page, on every
-# statement. Measured at 1M memories: REST search p50 -2.3 ms (6 of 6 alternating pairs), and a
-# repeated full-text statement of the largest tenant took 2304 page faults without, 0 with
-# (bench/perf/analysis.md). Values are glibc's limits (the mmap threshold may not exceed 32 MB).
+# statement. Measured at 1M memories: REST search p50 0.5-1.9 ms lower and p95 1.3-3.2 ms lower
+# (3 of 3 alternating pairs), and a repeated full-text statement of the largest tenant took 2304
+# page faults without, 0 with (bench/perf/analysis.md). The mmap threshold may not exceed 32 MB.
 PG_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024),
     "MALLOC_TRIM_THRESHOLD_": str(64 * 1024 * 1024),
