@@ -13,39 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from bench.perf import corpus, measure, stack
-from memory_service import devstack
-
-
-def serve(app_dir: Path) -> subprocess.Popen:
-    env = os.environ | {
-        "ENV_FILE": str(stack.PROFILE.env_file),
-        "DJANGO_SETTINGS_MODULE": "memory_service.settings.base",
-        "OMP_WAIT_POLICY": "PASSIVE",
-    }
-    uvicorn = Path(sys.executable).parent / "uvicorn"
-    process = subprocess.Popen(
-        [str(uvicorn), "memory_service.asgi:application", "--host", "127.0.0.1", "--port", str(stack.WEB_PORT)],
-        cwd=app_dir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 60
-    while not devstack.port_is_open(stack.WEB_PORT):
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise SystemExit(f"uvicorn from {app_dir} did not start")
-        time.sleep(0.5)
-    return process
 
 
 def main() -> None:
@@ -55,19 +26,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--size", type=int, default=1_000_000, help="corpus size loaded")
     args = parser.parse_args()
-    if devstack.port_is_open(stack.WEB_PORT):
-        raise SystemExit(f"port {stack.WEB_PORT} is taken")
     tenants = json.loads(stack.TOKENS_FILE.read_text())
     items = measure.workload(corpus.tenant_specs(), tenants, args.size, args.requests + 30, seed=args.size)
     p50s: dict[str, list[float]] = {str(d): [] for d in args.app_dirs}
     for round_ in range(args.rounds):
         for app_dir in args.app_dirs if round_ % 2 == 0 else list(reversed(args.app_dirs)):
-            process = serve(app_dir.resolve())
+            process = stack.start_web(app_dir=app_dir.resolve())
             try:
                 result = measure.http_search(items, warmup=30, max_seconds=600)
             finally:
-                os.killpg(process.pid, signal.SIGTERM)
-                process.wait(timeout=30)
+                stack.stop_process(process)
             overall = result["overall"]
             p50s[str(app_dir)].append(overall["p50"])
             print(f"round {round_} {app_dir.name}: p50 {overall['p50']} p95 {overall['p95']} errors {result['errors']}")

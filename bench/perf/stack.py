@@ -144,7 +144,8 @@ def ensure_tenants(specs) -> dict[str, dict]:
     return known
 
 
-def start_web(extra_env: dict | None = None) -> subprocess.Popen:
+def start_web(extra_env: dict | None = None, app_dir: Path = APP_DIR) -> subprocess.Popen:
+    """uvicorn on WEB_PORT serving the application in ``app_dir``, once it answers /healthz."""
     if devstack.port_is_open(WEB_PORT):
         raise SystemExit(f"port {WEB_PORT} is taken")
     bin_dir = Path(sys.executable).parent
@@ -168,9 +169,9 @@ def start_web(extra_env: dict | None = None) -> subprocess.Popen:
             str(WEB_PORT),
             "--no-access-log",
             "--log-config",
-            str(APP_DIR / "memory_service" / "uvicorn_logging.json"),
+            str(app_dir / "memory_service" / "uvicorn_logging.json"),
         ],
-        cwd=APP_DIR,
+        cwd=app_dir,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

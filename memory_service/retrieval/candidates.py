@@ -115,14 +115,31 @@ def hnsw_threshold() -> int:
     return max(EXACT_SCAN_MAX_ROWS, int(cached[1] * 0.01))
 
 
-def _text_statement(
-    *, where: str, where_params: list, owner_keys: list[str], tsquery: str, recent_kinds: list[str]
-) -> tuple[str, list]:
+@dataclass(frozen=True)
+class SearchScope:
+    """The memories a search may return: the queryset, its WHERE clause as SQL (compiled once), and
+    the ``models.owner_key`` of every scope owner it may hold (a superset is fine: every candidate
+    is checked against the filter)."""
+
+    queryset: QuerySet
+    where: str
+    where_params: list
+    owner_keys: list[str]
+
+
+def search_scope(*, scoped: QuerySet, owner_keys: list[str]) -> SearchScope:
+    """The ``SearchScope`` of ``scoped``; its filter may only name columns of the memory table."""
+    where, where_params = _where(scoped)
+    return SearchScope(queryset=scoped, where=where, where_params=where_params, owner_keys=list(owner_keys))
+
+
+def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]) -> tuple[str, list]:
     """The lexical and recent stages in one statement. A stage not asked for returns no rows.
 
     Its rows: the number of full-text matches read, then one row per candidate (its rank or
     null, whether it is recent, ``_FACT_COLUMNS``), or one row of nulls.
     """
+    where, where_params, owner_keys = scope.where, scope.where_params, scope.owner_keys
     params: list = []
     if tsquery:
         # The best matches of the owners (memory_lexical_candidates: the GIN index, current tenant
@@ -168,9 +185,7 @@ def _text_statement(
     return sql, params
 
 
-def _dense_statement(
-    *, where: str, where_params: list, owner_keys: list[str], half_vector: str, tenant_id, model: str
-) -> tuple[str, list]:
+def _dense_statement(*, scope: SearchScope, half_vector: str, tenant_id, model: str) -> tuple[str, list]:
     """The dense stage over the covering index in one statement.
 
     Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
@@ -194,13 +209,13 @@ def _dense_statement(
             SELECT nearest.memory_id AS id, nearest.distance
             FROM nearest
             CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
-                                WHERE memories_memory.id = nearest.memory_id AND ({where}) OFFSET 0) visible
+                                WHERE memories_memory.id = nearest.memory_id AND ({scope.where}) OFFSET 0) visible
             ORDER BY nearest.distance LIMIT %s)
         SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest), d.distance, {_FACT_COLUMNS}
         FROM (SELECT 1) one
         LEFT JOIN (dense d JOIN memories_memory m ON m.id = d.id) ON true
     """
-    return sql, [half_vector, tenant_id, model, owner_keys, *where_params, CANDIDATES]
+    return sql, [half_vector, tenant_id, model, scope.owner_keys, *scope.where_params, CANDIDATES]
 
 
 def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
@@ -223,24 +238,6 @@ def _candidate(row) -> Candidate:
         created_at=created,
         script="cjk" if cjk else "latin",
     )
-
-
-@dataclass(frozen=True)
-class SearchScope:
-    """The memories a search may return: the queryset, its WHERE clause as SQL (compiled once), and
-    the ``models.owner_key`` of every scope owner it may hold (a superset is fine: every candidate
-    is checked against the filter)."""
-
-    queryset: QuerySet
-    where: str
-    where_params: list
-    owner_keys: list[str]
-
-
-def search_scope(*, scoped: QuerySet, owner_keys: list[str]) -> SearchScope:
-    """The ``SearchScope`` of ``scoped``; its filter may only name columns of the memory table."""
-    where, where_params = _where(scoped)
-    return SearchScope(queryset=scoped, where=where, where_params=where_params, owner_keys=list(owner_keys))
 
 
 def find_candidates(
@@ -273,13 +270,7 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
     found = Candidates(path="none")
     if not tsquery and not recent_kinds:
         return found
-    sql, params = _text_statement(
-        where=scope.where,
-        where_params=scope.where_params,
-        owner_keys=scope.owner_keys,
-        tsquery=tsquery,
-        recent_kinds=[str(k) for k in recent_kinds],
-    )
+    sql, params = _text_statement(scope=scope, tsquery=tsquery, recent_kinds=[str(k) for k in recent_kinds])
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchall()
@@ -312,9 +303,7 @@ def add_dense_candidates(found: Candidates, *, scope: SearchScope, token, vector
     range_rows = nearest_rows = dense_rows = 0
     if covering:
         sql, params = _dense_statement(
-            where=scope.where,
-            where_params=scope.where_params,
-            owner_keys=scope.owner_keys,
+            scope=scope,
             half_vector=HalfVector(vector).to_text(),
             tenant_id=token.tenant_id,
             model=backend.model_id,
