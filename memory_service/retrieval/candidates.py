@@ -294,25 +294,40 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
     return found
 
 
-def add_dense_candidates(found: Candidates, *, scope: SearchScope, token, vector, backend: EmbeddingBackend) -> None:
+def covering_path(backend: EmbeddingBackend) -> bool:
+    """Whether the model's vectors are in the covering index (``dense_statement`` can answer)."""
+    return backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
+
+
+def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: EmbeddingBackend) -> tuple[str, list]:
+    """The dense statement of ``scope`` for ``vector`` over the covering index (``covering_path``):
+    its rows are what ``add_dense_candidates`` takes."""
+    return _dense_statement(
+        scope=scope, half_vector=HalfVector(vector).to_text(), tenant_id=tenant_id, model=backend.model_id
+    )
+
+
+def add_dense_candidates(
+    found: Candidates, *, scope: SearchScope, token, vector, backend: EmbeddingBackend, rows: list | None = None
+) -> None:
     """Add to ``found`` the nearest neighbours of ``vector`` in ``scope`` (an exact search, with
     half-precision distances on the covering path), above the model's similarity floor, and set
-    ``found.path``."""
+    ``found.path``.
+
+    ``rows``: the rows of ``dense_statement`` when another connection already ran it
+    (``retrieval.side``); else it runs here.
+    """
     found.path = "exact"
-    covering = backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
+    covering = covering_path(backend)
     range_rows = nearest_rows = dense_rows = 0
     if covering:
-        sql, params = _dense_statement(
-            scope=scope,
-            half_vector=HalfVector(vector).to_text(),
-            tenant_id=token.tenant_id,
-            model=backend.model_id,
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            result = cursor.fetchall()
-        range_rows, nearest_rows = result[0][:2]  # there is always a row
-        for _n, _nearest, distance, *facts in result:
+        if rows is None:
+            sql, params = dense_statement(vector, scope=scope, tenant_id=token.tenant_id, backend=backend)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                rows = cursor.fetchall()
+        range_rows, nearest_rows = rows[0][:2]  # there is always a row
+        for _n, _nearest, distance, *facts in rows:
             memory_id = facts[0]
             if memory_id is None:
                 continue

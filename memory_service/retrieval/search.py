@@ -1,9 +1,10 @@
 """Hybrid retrieval (DESIGN.md "Retrieval contract").
 
-1. Candidates (``retrieval.candidates``): full-text matches (CJK bigrams) found while the query
-   is embedded on a helper thread, then exact vector k-NN in the active model's space, read from
-   the scope owners' vectors in a covering index (HNSW with iterative scan past 50k vectors),
-   above the model's similarity floor; ~50 each, within the scopes searched.
+1. Candidates (``retrieval.candidates``): full-text matches (CJK bigrams) found on the request's
+   connection while, on a helper thread, the query is embedded and its exact vector k-NN in the
+   active model's space is read on a side connection (``retrieval.side``) from the scope owners'
+   vectors in a covering index (HNSW with iterative scan past 50k vectors), above the model's
+   similarity floor; ~50 each, within the scopes searched.
 2. Fusion: a convex combination, 0.7 · min-max-normalised dense similarity + 0.3 · lexical
    rank / best lexical rank. The lexical term counts only when at least half of the dense top 10
    share the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights
@@ -16,6 +17,7 @@
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.db.models import Q
 from django.utils import timezone
@@ -30,12 +32,15 @@ from memory_service.memories.selectors import memory_statuses, memory_visibility
 from memory_service.memories.status import DerivedStatus
 from memory_service.retrieval.candidates import (
     add_dense_candidates,
+    covering_path,
+    dense_statement,
     memories_by_id,
     search_scope,
     text_candidates,
 )
 from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query, script_of
+from memory_service.retrieval.side import dense_rows_in_background
 from tenants.models import ApiToken
 from tenants.services import actor_of
 
@@ -169,6 +174,12 @@ def memory_search(
         scoped = scoped.filter(kind__in=kinds)
 
     scope = search_scope(scoped=scoped, owner_keys=scope_owner_keys(user=user, repository=repository, session=session))
+    # The dense statement runs on a side connection once the vector is there (retrieval.side)...
+    pending_dense = None
+    if covering_path(backend):
+        statement = partial(dense_statement, scope=scope, tenant_id=token.tenant_id, backend=backend)
+        pending_dense = dense_rows_in_background(pending_vector, statement, tenant_id=token.tenant_id)
+    # ... while this connection runs the text statement.
     found = text_candidates(scope=scope, tsquery=lexical_query(masked))
     degraded = False
     try:
@@ -176,7 +187,8 @@ def memory_search(
     except EmbeddingUnavailable:
         degraded = True
     else:
-        add_dense_candidates(found, scope=scope, token=token, vector=vector, backend=backend)
+        rows = pending_dense.result() if pending_dense is not None else None
+        add_dense_candidates(found, scope=scope, token=token, vector=vector, backend=backend, rows=rows)
     dense, lexical, facts = found.dense, found.lexical, found.facts
     use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
     scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)

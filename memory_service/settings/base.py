@@ -112,6 +112,9 @@ DATABASES = {
     "default": env.db("DATABASE_URL"),
     "admin": env.db("ADMIN_DATABASE_URL", default=env.str("DATABASE_URL")),
 }
+# Database connections per process that run a search's dense stage while its request's connection
+# runs the text stage (memory_service.retrieval.side); 0 runs the two one after the other.
+SEARCH_SIDE_CONNECTIONS = env.int("SEARCH_SIDE_CONNECTIONS", default=4)
 # A connection pool per process: under ASGI every request runs in a thread of its own, so
 # persistent connections (CONN_MAX_AGE) would be opened anew for each request.
 DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)

@@ -20,3 +20,7 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+
+# A test's data is uncommitted in its transaction, which a side connection cannot see: searches
+# run their stages one after the other, except in tests/memories/test_side_connection.py (committed data).
+SEARCH_SIDE_CONNECTIONS = 0

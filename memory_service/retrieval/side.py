@@ -1,0 +1,119 @@
+"""The dense stage on a connection of its own, while the request's connection runs the text stage.
+
+A search's two candidate statements are independent: the text statement (lexical and recent) needs
+no query vector, the dense statement needs nothing the text statement finds. ``dense_rows_in_background``
+runs, on a helper thread, the wait for the query's vector and then the dense statement on a
+connection from a small pool of this process (``SEARCH_SIDE_CONNECTIONS``; 0 turns it off), while
+the request's thread sends the text statement. The search then takes the rows it fetched.
+
+The side transaction is read-only and bound to the token's tenant like every other transaction
+(row-level security; the statement also names the tenant). It reads committed data, as each
+statement of the request's READ COMMITTED transaction does. When no side connection is free at once,
+(within 2 ms), or the side statement fails, the search runs the dense statement on the request's
+connection afterwards, exactly as with the feature off.
+"""
+
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import psycopg
+from django.conf import settings
+from django.db import connections
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from memory_service.embeddings.backends import EmbeddingUnavailable
+
+logger = logging.getLogger(__name__)
+
+# Per process: (pid, pool, threads); made by the process that uses them, never inherited by a fork.
+_side: tuple[int, ConnectionPool, ThreadPoolExecutor] | None = None
+_side_lock = threading.Lock()
+_BIND = "SET TRANSACTION READ ONLY; SELECT set_config('app.tenant_id', %s, true); "
+# How long the helper waits for a free side connection before leaving the statement to the request's.
+_WAIT_S = 0.002
+
+
+def _side_pool() -> tuple[ConnectionPool, ThreadPoolExecutor] | None:
+    """This process's side connections and threads, opened on first use; None when turned off."""
+    global _side
+    size = settings.SEARCH_SIDE_CONNECTIONS
+    if size <= 0:
+        return None
+    with _side_lock:
+        if _side is None or _side[0] != os.getpid():
+            kwargs = connections["default"].get_connection_params()
+            # Connections are opened in the background: searches before they are ready run sequentially.
+            pool = ConnectionPool(kwargs=kwargs, min_size=size, max_size=size, name="search-side", open=False)
+            pool.open(wait=False)
+            _side = (os.getpid(), pool, ThreadPoolExecutor(max_workers=size, thread_name_prefix="search-side"))
+        return _side[1], _side[2]
+
+
+def side_pool() -> ConnectionPool | None:
+    """This process's pool of side connections (None when turned off)."""
+    side = _side_pool()
+    return side[0] if side is not None else None
+
+
+def side_pool_stats() -> dict:
+    """The pool's counters (``psycopg_pool`` ``get_stats()``: ``requests_num``, ``pool_available``...)."""
+    pool = side_pool()
+    return pool.get_stats() if pool is not None else {}
+
+
+def wait_side_connections(timeout: float) -> None:
+    """Open the side connections now and wait until they are all ready (no-op when turned off)."""
+    pool = side_pool()
+    if pool is not None:
+        pool.wait(timeout=timeout)
+
+
+def close_side_pool() -> None:
+    """Close this process's side connections (the next search opens them again)."""
+    global _side
+    with _side_lock:
+        if _side is not None and _side[0] == os.getpid():
+            _side[1].close()
+            _side[2].shutdown(wait=True)
+        _side = None
+
+
+def dense_rows_in_background(pending_vector: Future, statement, *, tenant_id) -> Future | None:
+    """Start the dense stage on a side connection once the query's vector is there.
+
+    ``statement(vector) -> (sql, params)`` builds the dense statement. The future's ``result()``
+    is the statement's rows, or None when the vector is missing or no side connection could run
+    it (the caller then runs it on its own connection). Returns None when the feature is off.
+    """
+    side = _side_pool()
+    if side is None:
+        return None
+    pool, threads = side
+    return threads.submit(_dense_rows, pool, pending_vector, statement, str(tenant_id))
+
+
+def _dense_rows(pool: ConnectionPool, pending_vector: Future, statement, tenant_id: str) -> list[tuple] | None:
+    try:
+        vector = pending_vector.result()
+    except EmbeddingUnavailable:
+        return None
+    sql, params = statement(vector)
+    try:
+        conn = pool.getconn(timeout=_WAIT_S)
+    except PoolTimeout:
+        return None
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(_BIND + sql, [tenant_id, *params])
+            while cursor.nextset():  # the rows of the last statement of the batch
+                pass
+            rows = cursor.fetchall()
+        conn.rollback()
+        return rows
+    except psycopg.Error:
+        logger.warning("dense stage on a side connection failed; running it on the request's", exc_info=True)
+        return None
+    finally:
+        pool.putconn(conn)  # a broken connection is discarded and replaced by the pool

@@ -1,0 +1,111 @@
+"""The dense stage on a side connection (``retrieval.side``): same answers as on the request's
+connection, bound to the caller's tenant, and the request's connection takes over when no side
+connection is free or the query cannot be embedded.
+
+Committed data (a transactional test database): a side connection cannot see a test's
+uncommitted transaction.
+"""
+
+import pytest
+from django.test import override_settings
+
+from memory_service.embeddings.backends import get_backend
+from memory_service.embeddings.services import embed_memories, pending_memory_ids
+from memory_service.retrieval import side
+from tenants.context import tenant_context
+from tests.conftest import ALL_PERMISSIONS, client_for
+from tests.factories import make_tenant, make_token
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
+
+NOTES = [
+    "Connection pool exhaustion was fixed by lowering pool_size to 20",
+    "会議は毎週月曜日の午前10時に行う",
+    "The frontend uses React with Vite",
+]
+
+
+@pytest.fixture
+def side_connections():
+    """Two side connections, open and ready; closed again after the test."""
+    side.close_side_pool()
+    with override_settings(SEARCH_SIDE_CONNECTIONS=2):
+        side.wait_side_connections(timeout=10)
+        yield side.side_pool_stats
+    side.close_side_pool()
+
+
+def _seeded_client(slug: str):
+    tenant = make_tenant(slug)
+    client = client_for(make_token(tenant, permissions=ALL_PERMISSIONS).raw)
+    for text in NOTES:
+        response = client.post("/api/v1/memories", {"scope": "repository", "repository": "r1", "kind": "note",
+                                                    "text": text}, format="json")  # fmt: skip
+        assert response.status_code == 201, response.content
+    with tenant_context(tenant.id):
+        ids = pending_memory_ids(tenant_id=str(tenant.id), limit=100)
+        assert embed_memories(tenant_id=str(tenant.id), memory_ids=ids, backend=get_backend()) == 3
+    return client
+
+
+def _search(client, query: str) -> dict:
+    response = client.post("/api/v1/search", {"query": query, "user": "u1", "repository": "r1"}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def _ranking(result: dict) -> list[tuple[str, float]]:
+    return [(item["text"], round(item["score"], 6)) for item in result["items"]]
+
+
+def test_the_side_connection_finds_what_the_request_connection_finds(side_connections):
+    client = _seeded_client("side-same")
+    queries = ["too many database connections", "When is the weekly meeting?", "接続プール"]
+    with override_settings(SEARCH_SIDE_CONNECTIONS=0):
+        sequential = [_search(client, q) for q in queries]
+    served_before = side_connections().get("requests_num", 0)
+    parallel = [_search(client, q) for q in queries]
+    assert side_connections().get("requests_num", 0) - served_before == len(queries)
+
+    assert [_ranking(r) for r in parallel] == [_ranking(r) for r in sequential]
+    assert parallel[0]["items"][0]["text"].startswith("Connection pool exhaustion")
+    assert parallel[1]["items"][0]["text"] == "会議は毎週月曜日の午前10時に行う"
+    assert all(r["degraded"] is False for r in parallel)
+
+
+def test_another_tenants_search_on_a_side_connection_sees_none_of_it(side_connections):
+    _seeded_client("side-owner")
+    other = client_for(make_token(make_tenant("side-other"), permissions=ALL_PERMISSIONS).raw)
+    served_before = side_connections().get("requests_num", 0)
+    result = _search(other, "too many database connections")
+    assert side_connections().get("requests_num", 0) - served_before == 1
+    assert result["items"] == []
+
+
+def test_the_request_connection_runs_the_dense_stage_when_no_side_connection_is_free(side_connections):
+    client = _seeded_client("side-busy")
+    expected = _ranking(_search(client, "too many database connections"))
+    pool = side.side_pool()
+    held = [pool.getconn(), pool.getconn()]
+    try:
+        assert _ranking(_search(client, "too many database connections")) == expected
+    finally:
+        for conn in held:
+            pool.putconn(conn)
+    assert expected[0][0].startswith("Connection pool exhaustion")
+
+
+@override_settings(EMBEDDING_BACKEND="openai", EMBEDDING_URL="http://127.0.0.1:9", EMBEDDING_MODEL="m",
+                   EMBEDDING_DIMENSION=8, EMBEDDING_TIMEOUT=0.5)  # fmt: skip
+def test_a_query_that_cannot_be_embedded_still_gets_the_lexical_matches(side_connections):
+    get_backend.cache_clear()
+    try:
+        tenant = make_tenant("side-degraded")
+        client = client_for(make_token(tenant, permissions=ALL_PERMISSIONS).raw)
+        client.post("/api/v1/memories", {"scope": "repository", "repository": "r1", "kind": "note",
+                                         "text": "lexical fallback still works"}, format="json")  # fmt: skip
+        result = _search(client, "fallback")
+        assert result["degraded"] is True
+        assert [i["text"] for i in result["items"]] == ["lexical fallback still works"]
+    finally:
+        get_backend.cache_clear()
