@@ -1,7 +1,9 @@
 """The candidates of one search, found in two SQL statements that read only what they keep.
 
-``text_candidates`` (lexical and recent stages) needs no query vector: a search sends it while the
-query is being embedded on another thread, then ``add_dense_candidates`` sends the dense stage.
+``text_candidates`` (lexical and recent stages) needs no query vector, and ``dense_statement``
+needs nothing the text stages find: a search sends the text statement on its connection while a
+helper thread embeds the query and sends the dense statement on a side connection
+(``retrieval.side``); ``add_dense_candidates`` takes those rows, or runs the statement itself.
 
 At a million memories a search's cost is locality: a scope's rows lie on as many heap pages as it
 has rows (bench/perf/analysis.md). So each stage reads an index range of the scope owners instead
