@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
@@ -27,34 +28,48 @@ from memory_service.embeddings.backends import EmbeddingUnavailable
 
 logger = logging.getLogger(__name__)
 
-# Per process: (pid, pool, threads); made by the process that uses them, never inherited by a fork.
-_side: tuple[int, ConnectionPool, ThreadPoolExecutor] | None = None
-_side_lock = threading.Lock()
 _BIND = "SET TRANSACTION READ ONLY; SELECT set_config('app.tenant_id', %s, true); "
 # How long the helper waits for a free side connection before leaving the statement to the request's.
 _WAIT_S = 0.002
 
 
-def _side_pool() -> tuple[ConnectionPool, ThreadPoolExecutor] | None:
+@dataclass
+class _Side:
+    """One process's side connections, the threads that use them and a slot per thread: a search
+    that finds no free slot runs sequentially instead of queueing behind other searches."""
+
+    pid: int
+    pool: ConnectionPool
+    threads: ThreadPoolExecutor
+    slots: threading.BoundedSemaphore
+
+
+# Made by the process that uses it, never inherited through a fork.
+_side: _Side | None = None
+_side_lock = threading.Lock()
+
+
+def _side_pool() -> _Side | None:
     """This process's side connections and threads, opened on first use; None when turned off."""
     global _side
     size = settings.SEARCH_SIDE_CONNECTIONS
     if size <= 0:
         return None
     with _side_lock:
-        if _side is None or _side[0] != os.getpid():
+        if _side is None or _side.pid != os.getpid():
             kwargs = connections["default"].get_connection_params()
             # Connections are opened in the background: searches before they are ready run sequentially.
             pool = ConnectionPool(kwargs=kwargs, min_size=size, max_size=size, name="search-side", open=False)
             pool.open(wait=False)
-            _side = (os.getpid(), pool, ThreadPoolExecutor(max_workers=size, thread_name_prefix="search-side"))
-        return _side[1], _side[2]
+            threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="search-side")
+            _side = _Side(pid=os.getpid(), pool=pool, threads=threads, slots=threading.BoundedSemaphore(size))
+        return _side
 
 
 def side_pool() -> ConnectionPool | None:
     """This process's pool of side connections (None when turned off)."""
     side = _side_pool()
-    return side[0] if side is not None else None
+    return side.pool if side is not None else None
 
 
 def side_pool_stats() -> dict:
@@ -74,9 +89,9 @@ def close_side_pool() -> None:
     """Close this process's side connections (the next search opens them again)."""
     global _side
     with _side_lock:
-        if _side is not None and _side[0] == os.getpid():
-            _side[1].close()
-            _side[2].shutdown(wait=True)
+        if _side is not None and _side.pid == os.getpid():
+            _side.threads.shutdown(wait=True)
+            _side.pool.close()
         _side = None
 
 
@@ -85,16 +100,27 @@ def dense_rows_in_background(pending_vector: Future, statement, *, tenant_id) ->
 
     ``statement(vector) -> (sql, params)`` builds the dense statement. The future's ``result()``
     is the statement's rows, or None when the vector is missing or no side connection could run
-    it (the caller then runs it on its own connection). Returns None when the feature is off.
+    it (the caller then runs it on its own connection). Returns None when the feature is off or
+    every side thread is busy with another search.
     """
     side = _side_pool()
-    if side is None:
+    if side is None or not side.slots.acquire(blocking=False):
         return None
-    pool, threads = side
-    return threads.submit(_dense_rows, pool, pending_vector, statement, str(tenant_id))
+    try:
+        return side.threads.submit(_dense_rows, side, pending_vector, statement, str(tenant_id))
+    except BaseException:
+        side.slots.release()
+        raise
 
 
-def _dense_rows(pool: ConnectionPool, pending_vector: Future, statement, tenant_id: str) -> list[tuple] | None:
+def _dense_rows(side: _Side, pending_vector: Future, statement, tenant_id: str) -> list[tuple] | None:
+    try:
+        return _run_dense(side.pool, pending_vector, statement, tenant_id)
+    finally:
+        side.slots.release()
+
+
+def _run_dense(pool: ConnectionPool, pending_vector: Future, statement, tenant_id: str) -> list[tuple] | None:
     try:
         vector = pending_vector.result()
     except EmbeddingUnavailable:

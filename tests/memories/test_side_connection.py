@@ -6,10 +6,12 @@ Committed data (a transactional test database): a side connection cannot see a t
 uncommitted transaction.
 """
 
+from concurrent.futures import Future
+
 import pytest
 from django.test import override_settings
 
-from memory_service.embeddings.backends import get_backend
+from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
 from memory_service.embeddings.services import embed_memories, pending_memory_ids
 from memory_service.retrieval import side
 from tenants.context import tenant_context
@@ -93,6 +95,31 @@ def test_the_request_connection_runs_the_dense_stage_when_no_side_connection_is_
         for conn in held:
             pool.putconn(conn)
     assert expected[0][0].startswith("Connection pool exhaustion")
+
+
+def test_a_search_runs_sequentially_when_every_side_thread_is_busy(side_connections):
+    client = _seeded_client("side-threads")
+    expected = _ranking(_search(client, "too many database connections"))
+    waiting = [Future(), Future()]  # two searches whose query is still being embedded
+    busy = [side.dense_rows_in_background(f, lambda vector: ("SELECT 1", []), tenant_id="x") for f in waiting]
+    try:
+        assert all(b is not None for b in busy)
+        assert side.dense_rows_in_background(Future(), lambda vector: ("SELECT 1", []), tenant_id="x") is None
+        served_before = side_connections().get("requests_num", 0)
+        assert _ranking(_search(client, "too many database connections")) == expected
+        assert side_connections().get("requests_num", 0) == served_before  # ran on the request's connection
+    finally:
+        for future in waiting:
+            future.set_exception(EmbeddingUnavailable("test"))
+    assert [b.result() for b in busy] == [None, None]
+    freed = side.dense_rows_in_background(_done([0.0] * 3), lambda vector: ("SELECT 1", []), tenant_id="x")
+    assert freed is not None and freed.result() == [(1,)]  # the slots are free again
+
+
+def _done(value) -> Future:
+    future = Future()
+    future.set_result(value)
+    return future
 
 
 @override_settings(EMBEDDING_BACKEND="openai", EMBEDDING_URL="http://127.0.0.1:9", EMBEDDING_MODEL="m",
