@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
@@ -215,17 +216,19 @@ def _timed(store: list, fn):
 
 
 class _TimedResult:
-    """A future whose ``result()`` records how long its caller waited."""
+    """A future whose ``result()`` records how long the thread that made it waited (the side
+    connection's helper thread waits for the same query vector: not the search's wait)."""
 
     def __init__(self, future, store: list):
-        self._future, self._store = future, store
+        self._future, self._store, self._owner = future, store, threading.get_ident()
 
     def result(self):
         started = time.perf_counter()
         try:
             return self._future.result()
         finally:
-            self._store.append((time.perf_counter() - started) * 1000)
+            if threading.get_ident() == self._owner:
+                self._store.append((time.perf_counter() - started) * 1000)
 
 
 def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
