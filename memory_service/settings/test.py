@@ -22,5 +22,6 @@ STORAGES = {
 }
 
 # A test's data is uncommitted in its transaction, which a side connection cannot see: searches
-# run their stages one after the other, except in tests/memories/test_side_connection.py (committed data).
+# run their stages one after the other, except in tests/memories/test_side_connection.py and the
+# live-server tests (committed data; the server runs the production settings).
 SEARCH_SIDE_CONNECTIONS = 0
