@@ -8,9 +8,9 @@ the request's thread sends the text statement. The search then takes the rows it
 
 The side transaction is read-only and bound to the token's tenant like every other transaction
 (row-level security; the statement also names the tenant). It reads committed data, as each
-statement of the request's READ COMMITTED transaction does. When no side connection is free at once,
-(within 2 ms), or the side statement fails, the search runs the dense statement on the request's
-connection afterwards, exactly as with the feature off.
+statement of the request's READ COMMITTED transaction does. When every side thread is busy with
+another search, no side connection is free within 2 ms, or the side statement fails, the search
+runs the dense statement on the request's connection afterwards, exactly as with the feature off.
 """
 
 import logging
