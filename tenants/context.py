@@ -63,6 +63,12 @@ def query_with_settings(
         return previous, cursor.fetchall()
 
 
+def tenant_binding_sql(tenant_id: uuid.UUID | str) -> tuple[str, list[str]]:
+    """A statement (with its parameters) that binds the current transaction of any connection,
+    Django's or a plain psycopg one, to ``tenant_id`` for RLS; put it first in a batch."""
+    return _ASSIGNMENT + "; ", ["app.tenant_id", "app.tenant_id", str(tenant_id)]
+
+
 def set_current_tenant(tenant_id: uuid.UUID | str, *, using: str = DEFAULT_DB_ALIAS) -> str:
     """Set the tenant of the current transaction for RLS; returns the previous value.
 

@@ -187,8 +187,9 @@ def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]
     return sql, params
 
 
-def _dense_statement(*, scope: SearchScope, half_vector: str, tenant_id, model: str) -> tuple[str, list]:
-    """The dense stage over the covering index in one statement.
+def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: EmbeddingBackend) -> tuple[str, list]:
+    """The dense stage of ``scope`` for ``vector`` over the covering index (``covering_path``) in
+    one statement; its rows are what ``add_dense_candidates`` takes.
 
     Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
     the number of nearest vectors read, then one row per candidate (its cosine distance,
@@ -217,7 +218,8 @@ def _dense_statement(*, scope: SearchScope, half_vector: str, tenant_id, model: 
         FROM (SELECT 1) one
         LEFT JOIN (dense d JOIN memories_memory m ON m.id = d.id) ON true
     """
-    return sql, [half_vector, tenant_id, model, scope.owner_keys, *scope.where_params, CANDIDATES]
+    half_vector = HalfVector(vector).to_text()
+    return sql, [half_vector, tenant_id, backend.model_id, scope.owner_keys, *scope.where_params, CANDIDATES]
 
 
 def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
@@ -299,14 +301,6 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
 def covering_path(backend: EmbeddingBackend) -> bool:
     """Whether the model's vectors are in the covering index (``dense_statement`` can answer)."""
     return backend.dimension <= SCOPE_VECTOR_MAX_DIMENSION
-
-
-def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: EmbeddingBackend) -> tuple[str, list]:
-    """The dense statement of ``scope`` for ``vector`` over the covering index (``covering_path``):
-    its rows are what ``add_dense_candidates`` takes."""
-    return _dense_statement(
-        scope=scope, half_vector=HalfVector(vector).to_text(), tenant_id=tenant_id, model=backend.model_id
-    )
 
 
 def add_dense_candidates(

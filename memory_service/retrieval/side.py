@@ -25,10 +25,10 @@ from django.db import connections
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_service.embeddings.backends import EmbeddingUnavailable
+from tenants.context import tenant_binding_sql
 
 logger = logging.getLogger(__name__)
 
-_BIND = "SET TRANSACTION READ ONLY; SELECT set_config('app.tenant_id', %s, true); "
 # How long the helper waits for a free side connection before leaving the statement to the request's.
 _WAIT_S = 0.002
 
@@ -70,19 +70,6 @@ def side_pool() -> ConnectionPool | None:
     """This process's pool of side connections (None when turned off)."""
     side = _side_pool()
     return side.pool if side is not None else None
-
-
-def side_pool_stats() -> dict:
-    """The pool's counters (``psycopg_pool`` ``get_stats()``: ``requests_num``, ``pool_available``...)."""
-    pool = side_pool()
-    return pool.get_stats() if pool is not None else {}
-
-
-def wait_side_connections(timeout: float) -> None:
-    """Open the side connections now and wait until they are all ready (no-op when turned off)."""
-    pool = side_pool()
-    if pool is not None:
-        pool.wait(timeout=timeout)
 
 
 def close_side_pool() -> None:
@@ -131,8 +118,9 @@ def _run_dense(pool: ConnectionPool, pending_vector: Future, statement, tenant_i
     except PoolTimeout:
         return None
     try:
+        bind, bind_params = tenant_binding_sql(tenant_id)
         with conn.cursor() as cursor:
-            cursor.execute(_BIND + sql, [tenant_id, *params])
+            cursor.execute("SET TRANSACTION READ ONLY; " + bind + sql, [*bind_params, *params])
             while cursor.nextset():  # the rows of the last statement of the batch
                 pass
             rows = cursor.fetchall()

@@ -32,8 +32,8 @@ def side_connections():
     """Two side connections, open and ready; closed again after the test."""
     side.close_side_pool()
     with override_settings(SEARCH_SIDE_CONNECTIONS=2):
-        side.wait_side_connections(timeout=10)
-        yield side.side_pool_stats
+        side.side_pool().wait(timeout=10)
+        yield side.side_pool().get_stats
     side.close_side_pool()
 
 
