@@ -4,7 +4,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Func, Q
 from django.db.models.functions import Concat
 from django.utils import timezone
 from pgvector.django import HalfVectorField, VectorField
@@ -167,9 +167,15 @@ class Memory(models.Model):
             models.Index(
                 fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
             ),
-            # Full-text matches within scope owners (btree_gin), read by memory_lexical_candidates().
-            # No pending list: every search would scan it whole until a vacuum merged it.
-            GinIndex(fields=["owner_key", "search_vector"], name="memory_owner_search_vector", fastupdate=False),
+            # Full-text matches within one tenant's scope owners (btree_gin), read by
+            # memory_lexical_matches() (migration 0007). No pending list: every search would scan it
+            # whole until a vacuum merged it.
+            GinIndex(
+                Func(F("tenant"), F("owner_key"), function="memory_tenant_owner_key", output_field=models.TextField()),
+                F("search_vector"),
+                name="memory_tenant_owner_lexemes",
+                fastupdate=False,
+            ),
             # A scope owner's newest memories of a kind, without reading the rest of the scope.
             models.Index(
                 fields=["tenant", "owner_key", "kind", "-occurred_at", "-created_at"], name="memory_owner_kind_occurred"

@@ -344,11 +344,11 @@ def test_an_edit_refiles_the_memorys_full_text_terms(write, api_client):
     assert [i["id"] for i in search(api_client, query="giraffe")["items"]] == [memory["id"]]
 
 
-def test_the_full_text_function_admits_only_the_current_tenants_rows(write, tenant, other_tenant):
+def test_the_full_text_function_admits_only_the_current_tenants_rows(write, tenant, other_tenant, other_client):
     from django.db import connection, transaction
 
     write(text="zebra crossing rules", scope="repository", repository="r1")
-    query = "SELECT count(*) FROM memory_lexical_candidates(%s, to_tsquery('simple', 'zebra'), 10)"
+    query = "SELECT count(*) FROM memory_lexical_matches(%s, to_tsquery('simple', 'zebra'), 10)"
 
     def matches() -> int:
         with connection.cursor() as cursor:
@@ -359,6 +359,15 @@ def test_the_full_text_function_admits_only_the_current_tenants_rows(write, tena
         assert matches() == 1
     with tenant_context(other_tenant.id):
         assert matches() == 0
+    # The other tenant's repository of the same name is a scope owner of its own.
+    for text in ("zebra migration notes", "zebra rollout"):
+        body = {"scope": "repository", "repository": "r1", "kind": "note", "text": text}
+        response = other_client.post("/api/v1/memories", body, format="json")
+        assert response.status_code == 201, response.json()
+    with tenant_context(tenant.id):
+        assert matches() == 1
+    with tenant_context(other_tenant.id):
+        assert matches() == 2
     with transaction.atomic():
         set_current_tenant("")  # no tenant: nothing
         assert matches() == 0
