@@ -196,17 +196,21 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
     the number of nearest vectors read, then one row per candidate (its cosine distance,
     ``_FACT_COLUMNS``), or one row of nulls.
     """
-    # One pass over the owners' range of the covering index (at most COVERING_MAX_ROWS + 1
-    # entries): the distance of each, kept as (id, distance) only. Each of the nearest is then
-    # checked against the scope's filter by its primary key (OFFSET 0: see _text_statement).
+    # The owners' vectors are counted from the narrow index (at most COVERING_MAX_ROWS + 1), and
+    # only when there are no more than COVERING_MAX_ROWS is their range of the covering index read:
+    # each distance computed once, the nearest kept by a bounded sort. Counting in the same pass
+    # cost a materialised copy of the range (p50 +1 ms, p95 +3 ms at 1M; bench/perf/analysis.md).
+    # Each of the nearest is then checked against the scope's filter by its primary key (OFFSET 0:
+    # see _text_statement).
+    owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"
     sql = f"""
-        WITH ranged AS MATERIALIZED (
-            SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
-            FROM memories_scopevector v
-            WHERE v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s) LIMIT {int(COVERING_MAX_ROWS) + 1}),
-        range_rows AS (SELECT count(*) AS n FROM ranged),
+        WITH range_rows AS MATERIALIZED (
+            SELECT count(*) AS n FROM (
+                SELECT 1 FROM memories_scopevector v WHERE {owners} LIMIT {int(COVERING_MAX_ROWS) + 1}) capped),
         nearest AS MATERIALIZED (
-            SELECT memory_id, distance FROM ranged
+            SELECT memory_id, distance FROM (
+                SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
+                FROM memories_scopevector v WHERE {owners} LIMIT {int(COVERING_MAX_ROWS) + 1}) ranged
             WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)}
             ORDER BY distance LIMIT {int(NEAREST_READ)}),
         dense AS MATERIALIZED (
@@ -219,8 +223,9 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
         FROM (SELECT 1) one
         LEFT JOIN (dense d JOIN memories_memory m ON m.id = d.id) ON true
     """
+    owner_params = [tenant_id, backend.model_id, scope.owner_keys]
     half_vector = HalfVector(vector).to_text()
-    return sql, [half_vector, tenant_id, backend.model_id, scope.owner_keys, *scope.where_params, CANDIDATES]
+    return sql, [*owner_params, half_vector, *owner_params, *scope.where_params, CANDIDATES]
 
 
 def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
