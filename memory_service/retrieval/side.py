@@ -59,7 +59,10 @@ def _side_pool() -> _Side | None:
         if _side is None or _side.pid != os.getpid():
             kwargs = connections["default"].get_connection_params()
             # Connections are opened in the background: searches before they are ready run sequentially.
-            pool = ConnectionPool(kwargs=kwargs, min_size=size, max_size=size, name="search-side", open=False)
+            # Autocommit: each dense statement brings its own transaction (``_run_dense``).
+            pool = ConnectionPool(
+                kwargs=kwargs | {"autocommit": True}, min_size=size, max_size=size, name="search-side", open=False
+            )
             pool.open(wait=False)
             threads = ThreadPoolExecutor(max_workers=size, thread_name_prefix="search-side")
             _side = _Side(pid=os.getpid(), pool=pool, threads=threads, slots=threading.BoundedSemaphore(size))
@@ -119,12 +122,16 @@ def _run_dense(pool: ConnectionPool, pending_vector: Future, statement, tenant_i
         return None
     try:
         bind, bind_params = tenant_binding_sql(tenant_id)
+        rows = None
         with conn.cursor() as cursor:
-            cursor.execute("SET TRANSACTION READ ONLY; " + bind + sql, [*bind_params, *params])
-            while cursor.nextset():  # the rows of the last statement of the batch
-                pass
-            rows = cursor.fetchall()
-        conn.rollback()
+            # One round trip: a read-only transaction bound to the tenant, the statement, its end.
+            # (On an error the server skips the rest; the pool rolls the connection back.)
+            cursor.execute("BEGIN READ ONLY; " + bind + sql + "; ROLLBACK", [*bind_params, *params])
+            while True:  # the rows of the last statement that returns rows: the dense statement
+                if cursor.description is not None:
+                    rows = cursor.fetchall()
+                if not cursor.nextset():
+                    break
         return rows
     except psycopg.Error:
         logger.warning("dense stage on a side connection failed; running it on the request's", exc_info=True)

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 
 import pytest
 from django.test import override_settings
+from psycopg.pq import TransactionStatus
 
 from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
 from memory_service.embeddings.services import embed_memories, pending_memory_ids
@@ -60,19 +61,43 @@ def _ranking(result: dict) -> list[tuple[str, float]]:
     return [(item["text"], round(item["score"], 6)) for item in result["items"]]
 
 
-def test_the_side_connection_finds_what_the_request_connection_finds(side_connections):
+def test_the_side_connection_finds_what_the_request_connection_finds(side_connections, monkeypatch):
     client = _seeded_client("side-same")
     queries = ["too many database connections", "When is the weekly meeting?", "接続プール"]
     with override_settings(SEARCH_SIDE_CONNECTIONS=0):
         sequential = [_search(client, q) for q in queries]
     served_before = side_connections().get("requests_num", 0)
+    side_rows = []
+    run_dense = side._run_dense
+    monkeypatch.setattr(side, "_run_dense", lambda *args: side_rows.append(run_dense(*args)) or side_rows[-1])
     parallel = [_search(client, q) for q in queries]
     assert side_connections().get("requests_num", 0) - served_before == len(queries)
+    # Each search took its dense rows from the side connection: the scope's 3 vectors counted.
+    assert [rows[0][0] for rows in side_rows] == [3, 3, 3]
 
     assert [_ranking(r) for r in parallel] == [_ranking(r) for r in sequential]
     assert parallel[0]["items"][0]["text"].startswith("Connection pool exhaustion")
     assert parallel[1]["items"][0]["text"] == "会議は毎週月曜日の午前10時に行う"
     assert all(r["degraded"] is False for r in parallel)
+
+
+def test_the_side_transaction_is_read_only_bound_to_the_tenant_and_ended(side_connections):
+    vector = Future()
+    vector.set_result([0.0])
+    tenant_id = "7b0e1f0e-34b7-4f4c-9d55-2d6a0d1b9a11"
+    settings_sql = "SELECT current_setting('transaction_read_only'), current_setting('app.tenant_id')"
+    found = side.dense_rows_in_background(vector, lambda _vector: (settings_sql, []), tenant_id=tenant_id)
+    assert found.result() == [("on", tenant_id)]
+    write_sql = "CREATE TEMP TABLE t (x int)"
+    refused = side.dense_rows_in_background(vector, lambda _vector: (write_sql, []), tenant_id=tenant_id)
+    assert refused.result() is None  # the caller runs the statement itself
+    pool = side.side_pool()
+    held = [pool.getconn(), pool.getconn()]
+    try:
+        assert [conn.info.transaction_status for conn in held] == [TransactionStatus.IDLE] * 2
+    finally:
+        for conn in held:
+            pool.putconn(conn)
 
 
 def test_another_tenants_search_on_a_side_connection_sees_none_of_it(side_connections):
