@@ -339,6 +339,7 @@ PREWARM_RELATIONS = (
     "memory_owner_kind_occurred",
     GIN_INDEX,
     "scope_vector_owner",
+    "scope_vector_owner_rows",  # counts a scope's vectors before the covering range is read
     "memories_memoryembedding_memory_id_4e307b6f",  # the float vectors of the nearest, by memory
 )
 
