@@ -13,6 +13,8 @@ tenants 10.9 → 7.9, medium 7.0 → 3.7) with identical results (bench/perf/ana
 itself, and still checks each row's tenant.
 """
 
+from importlib import import_module
+
 from django.contrib.postgres.indexes import GinIndex
 from django.db import migrations
 from django.db.models import F, Func, TextField
@@ -45,18 +47,8 @@ BEGIN
 END $$;
 """
 
-OLD_LEXICAL_CANDIDATES = """
-CREATE FUNCTION memory_lexical_candidates(owner_keys text[], query tsquery, max_rows integer)
-RETURNS TABLE (id uuid, rank real)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    RETURN QUERY EXECUTE
-        'SELECT m.id, ts_rank(m.search_vector, $2, 1) AS rank FROM public.memories_memory m
-         WHERE m.tenant_id = public.app_current_tenant() AND m.owner_key = ANY($1) AND m.search_vector @@ $2
-         ORDER BY rank DESC, m.id LIMIT $3'
-        USING owner_keys, query, max_rows;
-END $$;
-"""
+# Reversing this migration restores 0006's function as 0006 wrote it.
+OLD_LEXICAL_CANDIDATES = import_module("memory_service.memories.migrations.0006_lexical_candidates").LEXICAL_CANDIDATES
 
 
 class Migration(migrations.Migration):
