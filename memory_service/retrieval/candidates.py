@@ -31,7 +31,6 @@ of the best full-text matches takes the lexical stage from a scan of the scope (
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
@@ -59,8 +58,13 @@ NEAREST_READ = 2 * CANDIDATES
 _TABLE_ROWS_TTL_S = 300.0
 _table_rows: dict[str, tuple[float, float]] = {}
 
-# What ranking reads of a candidate; the last column is ``lexical.script_of(text) == "cjk"``.
-_FACT_COLUMNS = f"m.id, m.priority, m.scope, m.confidence, m.created_at, m.occurred_at, m.text ~ '{CJK_SCRIPT_CLASS}'"
+# What ranking reads of a candidate; the last column is ``lexical.script_of(text) == "cjk"``. The
+# times are epoch seconds (float8 keeps their microseconds): ~150 rows a search, and loading them
+# as datetimes cost ~1 ms of Python per statement (bench/perf/analysis.md).
+_FACT_COLUMNS = (
+    "m.id, m.priority, m.scope, m.confidence, extract(epoch FROM m.created_at)::float8,"
+    f" extract(epoch FROM m.occurred_at)::float8, m.text ~ '{CJK_SCRIPT_CLASS}'"
+)
 # Every column of a memory except its tsvector (large, and only ever used inside SQL).
 _MEMORY_FIELDS = rows.concrete_fields(Memory, exclude=("search_vector",))
 _MEMORY_COLUMNS = rows.columns(_MEMORY_FIELDS, table_alias="m")
@@ -74,7 +78,7 @@ class Candidate:
     priority: str
     scope: str
     confidence: str
-    created_at: datetime
+    created: float  # created_at, in epoch seconds
     script: str  # "cjk" or "latin", as ``lexical.script_of`` says of its text
 
 
@@ -245,7 +249,7 @@ def _candidate(row) -> Candidate:
         priority=priority,
         scope=scope,
         confidence=confidence,
-        created_at=created,
+        created=created,
         script="cjk" if cjk else "latin",
     )
 

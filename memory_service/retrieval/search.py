@@ -192,7 +192,7 @@ def memory_search(
     dense, lexical, facts = found.dense, found.lexical, found.facts
     use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
     scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)
-    ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created_at.timestamp()))
+    ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)
     recent = [i for i in found.recent if i not in shown]
