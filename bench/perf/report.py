@@ -11,8 +11,8 @@ from pathlib import Path
 
 from bench.perf.load import GIN_INDEX
 
-# The full-text index, and its name in corpora loaded before migration 0006.
-_GIN_INDEXES = (GIN_INDEX, "memory_search_vector")
+# The full-text index, and its names in corpora loaded before migrations 0009 and 0006.
+_GIN_INDEXES = (GIN_INDEX, "memory_tenant_owner_lexemes", "memory_search_vector")
 
 
 def _gin_build_s(load: dict):

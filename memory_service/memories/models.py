@@ -167,13 +167,18 @@ class Memory(models.Model):
             models.Index(
                 fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
             ),
-            # Full-text matches within one tenant's scope owners (btree_gin), read by
-            # memory_lexical_matches() (migration 0007). No pending list: every search would scan it
-            # whole until a vacuum merged it.
+            # Full-text matches within one tenant's scope owners: one key per (tenant, owner,
+            # lexeme), read by memory_lexical_matches() (migration 0009). No pending list: every
+            # search would scan it whole until a vacuum merged it.
             GinIndex(
-                Func(F("tenant"), F("owner_key"), function="memory_tenant_owner_key", output_field=models.TextField()),
-                F("search_vector"),
-                name="memory_tenant_owner_lexemes",
+                Func(
+                    F("tenant"),
+                    F("owner_key"),
+                    F("search_vector"),
+                    function="memory_owner_lexeme_keys",
+                    output_field=ArrayField(models.BigIntegerField()),
+                ),
+                name="memory_owner_lexeme_hashes",
                 fastupdate=False,
             ),
             # A scope owner's newest memories of a kind, without reading the rest of the scope.

@@ -15,10 +15,10 @@ of the scope's rows:
   half-precision one the scan computed (within 1e-3 of float32): rescoring them with the float
   vectors read 100 rows of ``MemoryEmbedding`` per search and changed no top 10 in 150 searches
   at 1M (bench/perf/analysis.md);
-- lexical: the best full-text matches of the scope owners from a GIN index of (tenant and owner
-  key, lexemes), through ``memory_lexical_matches`` (migrations 0006 and 0007: under row-level
-  security the match could never use an index), each checked against the scope's filter like the
-  dense ones;
+- lexical: the best full-text matches of the scope owners from a GIN index with one key per
+  (tenant, owner, lexeme), through ``memory_lexical_matches`` (migrations 0006, 0007 and 0009:
+  under row-level security the match could never use an index), each checked against the scope's
+  filter like the dense ones;
 - recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
 
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
@@ -149,9 +149,9 @@ def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]
     where, where_params, owner_keys = scope.where, scope.where_params, scope.owner_keys
     params: list = []
     if tsquery:
-        # The best matches of the owners (memory_lexical_matches: the GIN index, current tenant
-        # only), each then checked against the scope's filter by its primary key (OFFSET 0 keeps
-        # the planner from reading the whole scope for a hash join instead).
+        # The best matches of the owners (memory_lexical_matches: the owner-lexeme GIN index,
+        # current tenant only), each then checked against the scope's filter by its primary key
+        # (OFFSET 0 keeps the planner from reading the whole scope for a hash join instead).
         matched_sql = "SELECT id, rank FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), %s)"
         lexical_sql = f"""SELECT matched.id, matched.rank
             FROM matched

@@ -371,3 +371,56 @@ def test_the_full_text_function_admits_only_the_current_tenants_rows(write, tena
     with transaction.atomic():
         set_current_tenant("")  # no tenant: nothing
         assert matches() == 0
+
+
+TRICKY_TEXTS = [
+    "See https://example.com/docs/setup?step=2 before the deploy",
+    "Binary lives in /usr/local/bin/memory-tool since v1.2.3-rc1",
+    "Mail ops@example.com about O'Reilly's follow-up",
+    "接続エラーはプールの上限で再現した",
+    "Plain words: zebra crossing",
+]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "https://example.com/docs/setup?step=2",
+        "/usr/local/bin",
+        "1.2.3-rc1",
+        "o'reilly follow-up",
+        "接続エラー",
+        "zebra",
+    ],
+)
+def test_the_full_text_function_finds_every_match_of_the_owners(write, tenant, query):
+    """The owner-lexeme keys of migration 0009 find what a scan with @@ finds: URLs, paths, versions,
+    hyphenated words, apostrophes and Japanese bigrams, in the owners asked for only."""
+    from django.db import connection
+
+    from memory_service.retrieval.lexical import lexical_query
+
+    for text in TRICKY_TEXTS:
+        write(text=text, scope="repository", repository="r1")
+        write(text=text, scope="user", user="u1")
+        write(text=text, scope="repository", repository="r2")
+    owners = ["repository:r1", "user:u1"]
+    tsquery = lexical_query(query)
+    with tenant_context(tenant.id), connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM memory_lexical_matches(%s, to_tsquery('simple', %s), 100)", [owners, tsquery])
+        found = {row[0] for row in cursor.fetchall()}
+        cursor.execute(
+            "SELECT id FROM memories_memory WHERE owner_key = ANY(%s) AND search_vector @@ to_tsquery('simple', %s)",
+            [owners, tsquery],
+        )
+        scanned = {row[0] for row in cursor.fetchall()}
+    assert found == scanned
+    assert len(found) >= 2  # the text in both owners; never r2's copy
+
+
+def test_query_lexemes_are_read_back_with_quotes_and_backslashes():
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT memory_query_lexemes(%s::tsquery)", ["'it''s' | 'back\\\\slash' | 'plain'"])
+        assert cursor.fetchone()[0] == ["it's", "back\\slash", "plain"]

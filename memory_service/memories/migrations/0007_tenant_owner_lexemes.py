@@ -47,6 +47,8 @@ BEGIN
 END $$;
 """
 
+OWNER_STATISTICS = "ALTER INDEX memory_tenant_owner_lexemes ALTER COLUMN 1 SET STATISTICS 1000"
+
 # Reversing this migration restores 0006's function as 0006 wrote it.
 OLD_LEXICAL_CANDIDATES = import_module("memory_service.memories.migrations.0006_lexical_candidates").LEXICAL_CANDIDATES
 
@@ -66,9 +68,7 @@ class Migration(migrations.Migration):
             ),
         ),
         # Owners are skewed (a team repository holds thousands of rows, a user a handful): see 0006.
-        migrations.RunSQL(
-            "ALTER INDEX memory_tenant_owner_lexemes ALTER COLUMN 1 SET STATISTICS 1000", migrations.RunSQL.noop
-        ),
+        migrations.RunSQL(OWNER_STATISTICS, migrations.RunSQL.noop),
         migrations.RunSQL(LEXICAL_MATCHES, "DROP FUNCTION IF EXISTS memory_lexical_matches(text[], tsquery, integer)"),
         migrations.RunSQL(
             "DROP FUNCTION IF EXISTS memory_lexical_candidates(text[], tsquery, integer)", OLD_LEXICAL_CANDIDATES
