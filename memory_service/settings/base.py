@@ -120,6 +120,8 @@ SEARCH_SIDE_CONNECTIONS = env.int("SEARCH_SIDE_CONNECTIONS", default=4)
 DB_POOL_MIN_SIZE = env.int("DB_POOL_MIN_SIZE", default=2)
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", default=10)
 for _alias in DATABASES.values():
+    # Django's PostgreSQL backend, timestamps parsed in C (memory_service/postgresql/base.py).
+    _alias["ENGINE"] = "memory_service.postgresql"
     _alias["CONN_MAX_AGE"] = 0
     # The pool checks a connection before lending it: after a database restart no request gets a dead one.
     _alias["CONN_HEALTH_CHECKS"] = True
