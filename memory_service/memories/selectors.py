@@ -102,24 +102,39 @@ def memory_get(*, token: ApiToken, memory_id: uuid.UUID | str) -> Memory:
     return memory
 
 
-def memory_statuses(*, token: ApiToken, memories: Iterable[Memory]) -> dict[uuid.UUID, DerivedStatus]:
+# The supersession links of memory ``m`` (a memory row's alias), oldest first, as two arrays: the
+# replacements' ids and whether each replaces it in part. For a statement that reads memories
+# and needs their statuses: ``FROM memories_memory m LEFT JOIN LATERAL (<this>) links ON true``.
+SUPERSESSION_LINKS_LATERAL = f"""SELECT array_agg(s.new_id ORDER BY s.created_at, s.id) AS new_ids,
+                  array_agg(s.partial ORDER BY s.created_at, s.id) AS partials
+           FROM {Supersession._meta.db_table} s WHERE s.tenant_id = m.tenant_id AND s.old_id = m.id"""
+
+
+def memory_statuses(
+    *, token: ApiToken, memories: Iterable[Memory], links: dict[uuid.UUID, list[tuple]] | None = None
+) -> dict[uuid.UUID, DerivedStatus]:
     """Derived status of each memory, in one query (two when some are superseded); replacement
-    titles only where the token may read the replacement."""
+    titles only where the token may read the replacement.
+
+    ``links``: memory id → its (replacement id, partial) links oldest first, every memory's entry
+    (empty when none), when the caller read them with the memories (``SUPERSESSION_LINKS_LATERAL``):
+    then only the replacements' titles are read, and only if there are any.
+    """
     memories = list(memories)
     if not memories:
         return {}
-    # Written out: this runs on every search, and the ORM's compilation cost more than the query.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""SELECT old_id, new_id, partial FROM {Supersession._meta.db_table}
-                WHERE tenant_id = %s AND old_id = ANY(%s) ORDER BY created_at, id""",
-            [token.tenant.id, [m.id for m in memories]],
-        )
-        links = cursor.fetchall()
-    by_old: dict[uuid.UUID, list[tuple]] = defaultdict(list)
-    for old_id, new_id, partial in links:
-        by_old[old_id].append((new_id, partial))
-    new_ids = {new_id for _old_id, new_id, _partial in links}
+    if links is None:
+        links = defaultdict(list)
+        # Written out: this runs on every read of memories, and the ORM's compilation cost more than the query.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"""SELECT old_id, new_id, partial FROM {Supersession._meta.db_table}
+                    WHERE tenant_id = %s AND old_id = ANY(%s) ORDER BY created_at, id""",
+                [token.tenant.id, [m.id for m in memories]],
+            )
+            for old_id, new_id, partial in cursor.fetchall():
+                links[old_id].append((new_id, partial))
+    new_ids = {new_id for memory in memories for new_id, _partial in links.get(memory.id, ())}
     readable = {}
     if new_ids:
         readable = dict(
@@ -131,7 +146,7 @@ def memory_statuses(*, token: ApiToken, memories: Iterable[Memory]) -> dict[uuid
     for memory in memories:
         replacements = [
             Replacement(id=str(new_id), title=readable.get(new_id), partial=partial)
-            for new_id, partial in by_old.get(memory.id, [])
+            for new_id, partial in links.get(memory.id, ())
         ]
         statuses[memory.id] = derive_status(lifecycle=memory.lifecycle, replacements=replacements)
     return statuses

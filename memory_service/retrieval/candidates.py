@@ -42,6 +42,7 @@ from pgvector.django import CosineDistance, VectorField
 from memory_service import rows
 from memory_service.embeddings.backends import EmbeddingBackend
 from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, Kind, Memory, MemoryEmbedding
+from memory_service.memories.selectors import SUPERSESSION_LINKS_LATERAL
 from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
 
 CANDIDATES = 50
@@ -379,16 +380,26 @@ def _lexical_scan(*, where: str, where_params: list, tsquery: str) -> dict:
         return {memory_id: float(rank) for memory_id, rank in cursor.fetchall()}
 
 
-def memories_by_id(ids: list[uuid.UUID]) -> dict[uuid.UUID, Memory]:
-    """The memories with these ids (ids the candidate stage found in this transaction), in one
-    statement and without the ORM's query compilation."""
+def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:
+    """The memories with these ids (ids the candidate stage found in this transaction), and each
+    one's supersession links for ``memory_statuses(links=...)``: memory id → [(replacement id,
+    partial), …] oldest first. One statement, without the ORM's query compilation."""
     if not ids:
-        return {}
+        return {}, {}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories_memory m WHERE m.id = ANY(%s)", [list(ids)])
+        cursor.execute(
+            f"""SELECT {_MEMORY_COLUMNS}, links.new_ids, links.partials FROM memories_memory m
+                LEFT JOIN LATERAL ({SUPERSESSION_LINKS_LATERAL}) links ON true
+                WHERE m.id = ANY(%s)""",
+            [list(ids)],
+        )
         found = cursor.fetchall()
-    memories = (rows.model_from_row(Memory, _MEMORY_FIELDS, values, alias=connection.alias) for values in found)
-    return {memory.id: memory for memory in memories}
+    memories, links = {}, {}
+    for *values, new_ids, partials in found:
+        memory = rows.model_from_row(Memory, _MEMORY_FIELDS, values, alias=connection.alias)
+        memories[memory.id] = memory
+        links[memory.id] = list(zip(new_ids, partials, strict=True)) if new_ids else []
+    return memories, links
 
 
 def _knn(*, scoped: QuerySet, token, vector, backend: EmbeddingBackend, exact: bool) -> dict:

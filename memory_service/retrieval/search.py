@@ -196,7 +196,7 @@ def memory_search(
     ranked = ranked[:top]
     shown = set(ranked)
     recent = [i for i in found.recent if i not in shown]
-    memories = memories_by_id(ranked + recent)
+    memories, links = memories_by_id(ranked + recent)
     hits = [
         Hit(memory=memories[i], score=scores[i], similarity=dense.get(i), lexical=lexical.get(i))
         for i in ranked
@@ -208,7 +208,7 @@ def memory_search(
             hit.markers.append("HIGH")
             if not is_pinned(hit.memory):
                 hit.markers.append("unreviewed")
-    statuses = memory_statuses(token=token, memories=[h.memory for h in hits])
+    statuses = memory_statuses(token=token, memories=[h.memory for h in hits], links=links)
     for hit in hits:
         hit.status = statuses[hit.memory.id]
 

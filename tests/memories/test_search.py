@@ -65,6 +65,32 @@ def test_it_annotates_superseded_decisions_and_hides_unreadable_titles(write, ap
     assert "u2 replaced" not in item["annotation"] and private["id"] in item["annotation"]
 
 
+def test_search_derives_the_statuses_a_read_derives(write, api_client):
+    """The search reads its hits' supersession links with the hits; the statuses must be those
+    that reading each memory derives, with several links, partial ones and the links' order."""
+    texts = ["Cache sessions in Redis 6", "Cache queues in Redis 6", "Redis 6 for rate limits"]
+    olds = [write(text=t, kind="decision", scope="repository", repository="r1", title=t).json() for t in texts]
+    first = write(text="Move session cache to Valkey", kind="decision", scope="repository", repository="r1",
+                  title="Valkey").json()  # fmt: skip
+    second = write(text="Queues go to RabbitMQ", kind="decision", scope="repository", repository="r1",
+                   title="RabbitMQ").json()  # fmt: skip
+    links = [(olds[0], first, True), (olds[0], second, True), (olds[1], first, True), (olds[1], second, False)]
+    for old, new, partial in links:
+        response = api_client.post(
+            f"/api/v1/memories/{old['id']}/supersede", {"by": new["id"], "partial": partial}, format="json"
+        )
+        assert response.status_code == 200, response.content
+    items = {i["id"]: i for i in search(api_client, query="Redis 6", top=10)["items"]}
+    assert {o["id"] for o in olds} <= set(items)
+    seen = []
+    for old in olds:
+        read = api_client.get(f"/api/v1/memories/{old['id']}").json()
+        seen.append(items[old["id"]]["status"])
+        assert (items[old["id"]]["status"], items[old["id"]]["annotation"]) == (read["status"], read["annotation"])
+    assert seen == ["partially_superseded", "superseded", "current"]
+    assert items[olds[0]["id"]]["annotation"].index("Valkey") < items[olds[0]["id"]]["annotation"].index("RabbitMQ")
+
+
 def test_it_marks_proposed_rejected_and_deprecated_decisions(write, api_client):
     for lifecycle, marker in [("proposed", "△ proposed (not approved)"), ("rejected", "⚠️ rejected"),
                               ("deprecated", "⚠️ deprecated")]:  # fmt: skip
