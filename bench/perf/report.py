@@ -204,6 +204,13 @@ def section(results: dict) -> str:
         out.append("|---|---|---|---|")
         for cls, v in e["rest_search"]["by_class"].items():
             out.append(f"| {cls} | {v['n']} | {_f(v['p50'])} | {_f(v['p95'])} |")
+        if e["rest_search"].get("httpx"):
+            h = e["rest_search"]["httpx"]
+            out.append(
+                f"\nClient: {e['rest_search'].get('client', 'httpx')}. Interleaved with those requests, "
+                f"{h['n']} more of the same workload sent through `httpx` took p50 {_f(h['p50'])} / "
+                f"p95 {_f(h['p95'])} ms: the difference is the client's own work."
+            )
         if e.get("rest_search_blas1"):
             b = e["rest_search_blas1"]
             out.append(
