@@ -227,6 +227,8 @@ def classify(sql: str) -> str:
         return "activity log"
     if "COUNT(*)" in sql and "memories_memory" in sql:
         return "scope count"
+    if "memories_supersession" in sql and "LEFT JOIN LATERAL" in sql:
+        return "fetch memories with their supersession links"  # the hits, for their statuses
     if "memories_supersession" in sql:
         return "status"
     if "tenants_apitoken" in sql or "set_config" in sql or "tenants_tenant" in sql:
