@@ -3,12 +3,15 @@
 from django.db.models import QuerySet
 
 from audit.models import AuditEvent
-from tenants.models import Tenant
+from tenants.access import Principal, require_unbound
 
 
-def audit_event_list(*, tenant: Tenant, filters: dict) -> QuerySet[AuditEvent]:
-    """The tenant's events, newest first, narrowed by action, actor, resource type or id, and time."""
-    events = AuditEvent.objects.for_tenant(tenant)
+def audit_event_list(*, principal: Principal, filters: dict) -> QuerySet[AuditEvent]:
+    """The tenant's events, newest first, narrowed by action, actor, resource type or id, and time.
+
+    The audit spans every user and repository: a bound principal is refused (403)."""
+    require_unbound(principal, "The audit")
+    events = AuditEvent.objects.for_tenant(principal.tenant)
     if filters.get("action"):
         events = events.filter(action=filters["action"])
     if filters.get("actor"):

@@ -3,15 +3,15 @@
 import uuid
 from datetime import date
 
-from django.db.models import QuerySet
+from django.db.models import Case, F, QuerySet, TextField, Value, When
 from django.utils import timezone
 
 from memory_service.exceptions import NotFoundError, ValidationError
-from memory_service.memories.selectors import check_repository_binding
 from proposals.markdown import DiffLine, diff_lines, insert_addition, parse_section
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal
+from tenants.access import Principal, check_repository
 from tenants.identifiers import validate_identifier
-from tenants.models import ApiToken, Permission, Tenant
+from tenants.models import Permission, Tenant
 
 
 def agents_md_latest(*, tenant: Tenant, document: AgentsDocument) -> AgentsDocumentVersion | None:
@@ -19,10 +19,10 @@ def agents_md_latest(*, tenant: Tenant, document: AgentsDocument) -> AgentsDocum
     return AgentsDocumentVersion.objects.for_tenant(tenant).filter(document=document).order_by("-number").first()
 
 
-def agents_md_current(*, token: ApiToken, repository: str) -> AgentsDocumentVersion:
+def agents_md_current(*, token: Principal, repository: str) -> AgentsDocumentVersion:
     """The current AGENTS.md of a repository the token may touch; NotFoundError if it has none."""
     validate_identifier(repository, field="repository")
-    check_repository_binding(token=token, repository=repository)
+    check_repository(token, repository)
     version = (
         AgentsDocumentVersion.objects.for_tenant(token.tenant)
         .filter(document__repository=repository)
@@ -45,12 +45,14 @@ def agents_md_versions(*, tenant: Tenant, repository: str) -> QuerySet[AgentsDoc
     )
 
 
-def proposal_list(*, token: ApiToken, filters: dict) -> QuerySet[Proposal]:
+def proposal_list(*, token: Principal, filters: dict) -> QuerySet[Proposal]:
     """Proposals the token filed (every proposal of the tenant for an ``admin`` token), newest first.
 
-    ``filters`` may hold repository and status.
+    ``filters`` may hold repository and status. Each row's ``shown_reasoning`` is its reasoning
+    for an ``admin`` token or the proposal's first filer, and empty for a token whose filing merged
+    into it: one filer never reads another's reasoning.
     """
-    check_repository_binding(token=token, repository=filters.get("repository"))
+    check_repository(token, filters.get("repository"))
     queryset = Proposal.objects.for_tenant(token.tenant)
     if not token.has_permission(Permission.ADMIN):
         queryset = queryset.filter(filer_tokens__contains=[token.prefix])
@@ -59,10 +61,16 @@ def proposal_list(*, token: ApiToken, filters: dict) -> QuerySet[Proposal]:
     for name in ("repository", "status"):
         if filters.get(name):
             queryset = queryset.filter(**{name: filters[name]})
-    return queryset.order_by("-created_at", "-id")
+    if token.has_permission(Permission.ADMIN):
+        shown = F("reasoning")
+    else:
+        shown = Case(
+            When(filer_tokens__0=token.prefix, then=F("reasoning")), default=Value(""), output_field=TextField()
+        )
+    return queryset.annotate(shown_reasoning=shown).order_by("-created_at", "-id")
 
 
-def proposal_get(*, token: ApiToken, proposal_id) -> Proposal:
+def proposal_get(*, token: Principal, proposal_id) -> Proposal:
     """A proposal the token may list; NotFoundError if missing, another tenant's or not its own."""
     try:
         proposal_id = uuid.UUID(str(proposal_id))

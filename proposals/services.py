@@ -26,13 +26,13 @@ from memory_service.exceptions import (
     ValidationError,
 )
 from memory_service.memories.masking import mask_fields, masker_version
-from memory_service.memories.selectors import check_repository_binding
 from proposals.markdown import insert_addition, parse_section, validate_addition
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal, ProposalStatus, VersionSource
 from proposals.selectors import agents_md_latest
+from tenants.access import Principal, check_repository
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
-from tenants.models import ApiToken, Tenant
+from tenants.models import Tenant
 from tenants.services import actor_of
 
 MAX_AGENTS_MD_BYTES = 64 * 1024  # after masking
@@ -51,7 +51,8 @@ class AgentsMdWriteResult:
 
 @dataclass
 class ProposalFileResult:
-    """The proposal; ``created`` is False when the addition merged into a pending duplicate."""
+    """The proposal; ``created`` is False when the addition merged into a pending duplicate. Its
+    ``shown_reasoning`` is the filer's own (masked) reasoning, never an earlier filer's."""
 
     proposal: Proposal
     created: bool
@@ -103,7 +104,7 @@ def _new_version(*, document, current, text: str, source: str, actor: str, propo
 
 
 def agents_md_import(
-    *, tenant: Tenant, actor: str, repository: str, text: str, if_match: str | None, token: ApiToken | None = None
+    *, tenant: Tenant, actor: str, repository: str, text: str, if_match: str | None, token: Principal | None = None
 ) -> AgentsMdWriteResult:
     """Store ``text`` (masked) as the repository's current AGENTS.md, if ``if_match`` still holds.
 
@@ -113,7 +114,7 @@ def agents_md_import(
     """
     validate_identifier(repository, field="repository")
     if token is not None:
-        check_repository_binding(token=token, repository=repository)
+        check_repository(token, repository)
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("The AGENTS.md body must not be empty.", fields={"text": ["Required."]})
     if len(text.encode()) > 4 * MAX_AGENTS_MD_BYTES:
@@ -156,7 +157,7 @@ def _addition_key(tenant: Tenant, addition: str) -> str:
     return hmac.new(key, normal.encode(), hashlib.sha256).hexdigest()
 
 
-def _merge_into_pending(*, token: ApiToken, repository: str, key: str) -> Proposal | None:
+def _merge_into_pending(*, token: Principal, repository: str, key: str) -> Proposal | None:
     proposal = (
         Proposal.objects.for_tenant(token.tenant)
         .select_for_update()
@@ -172,7 +173,7 @@ def _merge_into_pending(*, token: ApiToken, repository: str, key: str) -> Propos
 
 
 def proposal_file(
-    *, token: ApiToken, repository: str, section: str, addition: str, reasoning: str
+    *, token: Principal, repository: str, section: str, addition: str, reasoning: str
 ) -> ProposalFileResult:
     """File a proposed addition to a repository's AGENTS.md; it waits for a human as ``pending``.
 
@@ -180,7 +181,7 @@ def proposal_file(
     False). Section, addition and reasoning are masked before anything is stored.
     """
     validate_identifier(repository, field="repository")
-    check_repository_binding(token=token, repository=repository)
+    check_repository(token, repository)
     parse_section(section)
     addition = validate_addition(addition)
     if not isinstance(reasoning, str) or not reasoning.strip():
@@ -219,6 +220,7 @@ def proposal_file(
             resource_ids=[proposal.id],
             details={"repository": repository, "merged": not created, "pii": masked.counts},
         )
+    proposal.shown_reasoning = masked.values["reasoning"].strip()
     return ProposalFileResult(proposal=proposal, created=created, pii=masked.counts)
 
 

@@ -3,6 +3,7 @@
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
+from tenants.access import Principal
 from tenants.models import ApiToken
 from tenants.selectors import tenant_bind, token_for_prefix
 from tenants.services import token_touch
@@ -31,8 +32,14 @@ def authenticate_token(raw: str) -> ApiToken | None:
     return token
 
 
+def authenticate_principal(raw: str) -> Principal | None:
+    """The principal of the usable token ``raw`` (``authenticate_token``), or None."""
+    token = authenticate_token(raw)
+    return Principal.from_token(token) if token is not None else None
+
+
 class ApiTokenAuthentication(BaseAuthentication):
-    """``Authorization: Bearer <token>`` → ``request.auth`` is the ApiToken, tenant set for RLS.
+    """``Authorization: Bearer <token>`` → ``request.auth`` is the token's ``Principal``, tenant set for RLS.
 
     Relies on ATOMIC_REQUESTS: the request's transaction carries the tenant setting.
     """
@@ -49,10 +56,10 @@ class ApiTokenAuthentication(BaseAuthentication):
             raw = parts[1].decode("ascii")
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed() from exc
-        token = authenticate_token(raw)
-        if token is None:
+        principal = authenticate_principal(raw)
+        if principal is None:
             raise exceptions.AuthenticationFailed()
-        return (TokenUser(token), token)
+        return (TokenUser(principal), principal)
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'
@@ -64,8 +71,8 @@ class TokenUser:
     is_authenticated = True
     is_anonymous = False
 
-    def __init__(self, token: ApiToken):
-        self.token = token
+    def __init__(self, principal: Principal):
+        self.token = principal
 
     def __str__(self) -> str:
         return f"token:{self.token.prefix}"

@@ -1,7 +1,7 @@
 from rest_framework.permissions import BasePermission
 
 from memory_service.exceptions import PermissionDeniedError
-from tenants.models import ApiToken
+from tenants.access import Principal
 
 
 class HasTokenPermission(BasePermission):
@@ -13,7 +13,7 @@ class HasTokenPermission(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         token = request.auth
-        if not isinstance(token, ApiToken):
+        if not isinstance(token, Principal):
             return False
         required = getattr(view, "required_permission", None)
         if required is not None and not token.has_permission(required):

@@ -9,8 +9,9 @@ from django.db.models import QuerySet
 
 from memory_service import rows
 from memory_service.exceptions import NotFoundError
+from tenants.access import Principal, require_permission, token_visibility
 from tenants.context import query_with_settings
-from tenants.models import ApiToken, Tenant
+from tenants.models import ApiToken, Permission, Tenant
 
 _TOKEN_FIELDS = rows.concrete_fields(ApiToken)
 _TENANT_FIELDS = rows.concrete_fields(Tenant)
@@ -39,19 +40,22 @@ def tenant_active_ids() -> list[str]:
         return [str(row[0]) for row in cursor.fetchall()]
 
 
-def token_get(*, tenant: Tenant, prefix: str) -> ApiToken:
-    """The token of ``tenant`` with this lookup prefix; NotFoundError for another tenant's."""
+def token_get(*, principal: Principal, prefix: str) -> ApiToken:
+    """The token with this lookup prefix that ``principal`` may manage (``token_list``);
+    NotFoundError for another tenant's or one outside a bound principal's bindings."""
     if not (prefix.isascii() and prefix.isalnum()):  # prefixes are; a NUL would not even reach the query
         raise NotFoundError("No token with this prefix in this tenant.")
-    token = ApiToken.objects.for_tenant(tenant).filter(prefix=prefix).first()
+    token = token_list(principal=principal).filter(prefix=prefix).first()
     if token is None:
         raise NotFoundError("No token with this prefix in this tenant.")
     return token
 
 
-def token_list(*, tenant: Tenant) -> QuerySet[ApiToken]:
-    """The tenant's tokens, newest first."""
-    return ApiToken.objects.for_tenant(tenant).order_by("-created")
+def token_list(*, principal: Principal) -> QuerySet[ApiToken]:
+    """The tenant's tokens ``principal`` may manage, newest first: all of them for an unbound
+    ``admin``, those within its own bindings for a bound one (``tenants.access.token_visibility``)."""
+    require_permission(principal, Permission.ADMIN)
+    return ApiToken.objects.for_tenant(principal.tenant).filter(token_visibility(principal)).order_by("-created")
 
 
 def token_for_prefix(*, prefix: str) -> ApiToken | None:

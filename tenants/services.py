@@ -13,6 +13,7 @@ from django.utils import timezone
 from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
 from memory_service.exceptions import ConflictError, ValidationError
+from tenants.access import Principal, check_token_within, require_permission
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
 from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tenant, User
@@ -87,12 +88,15 @@ def token_create(
     user: str = "",
     repositories: list[str] | None = None,
     expires_at: datetime | None = None,
+    issuer: Principal | None = None,
 ) -> IssuedToken:
     """Issue a token for one client of ``tenant``.
 
     Without ``permissions`` the token may read and write memories only. ``user`` binds the token
-    to one user id, ``repositories`` to a list of repositories. The raw token is returned once and
-    never stored: only its hash and lookup prefix are.
+    to one user id, ``repositories`` to a list of repositories. ``issuer``, the principal of a
+    token minting another through the API, bounds it: the new token never exceeds its issuer
+    (``tenants.access.check_token_within``); operators' commands pass none. The raw token is
+    returned once and never stored: only its hash and lookup prefix are.
     """
     name = name.strip()
     if not name or len(name) > 50:
@@ -103,13 +107,18 @@ def token_create(
         validate_identifier(repository, field="repositories")
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationError("Expiry must be in the future.", fields={"expires_at": ["In the past."]})
+    permissions = _clean_permissions(permissions)
+    repositories = sorted(set(repositories or []))
+    if issuer is not None:
+        require_permission(issuer, Permission.ADMIN)
+        check_token_within(issuer, permissions=permissions, user=user, repositories=repositories)
     with tenant_context(tenant.id):
         token, raw = ApiToken.objects.create_key(
             tenant=tenant,
             name=name,
-            permissions=_clean_permissions(permissions),
+            permissions=permissions,
             user=user,
-            repositories=sorted(set(repositories or [])),
+            repositories=repositories,
             expiry_date=expires_at,
         )
         audit_event_record(

@@ -44,6 +44,6 @@ class AuditEventListApi(APIView):
         filters.is_valid(raise_exception=True)
         paginator = AuditPagination()
         page = paginator.paginate_queryset(
-            audit_event_list(tenant=request.auth.tenant, filters=filters.validated_data), request, self
+            audit_event_list(principal=request.auth, filters=filters.validated_data), request, self
         )
         return paginator.get_paginated_response(AuditEventOutputSerializer(page, many=True).data)

@@ -14,9 +14,10 @@ from audit.services import audit_event_record, user_pseudonym
 from memory_service.exports.services import export_archives_erase
 from memory_service.memories.removal import user_activity_erase, user_memories_erase
 from memory_service.session_context.services import session_contexts_erase
+from tenants.access import Principal, require_permission, require_unbound
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
-from tenants.models import Tenant
+from tenants.models import Permission
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,18 @@ class ErasureCounts:
     archives: int
 
 
-def user_erase(*, tenant: Tenant, actor: str, user: str) -> ErasureCounts:
-    """Erase ``user`` from ``tenant`` in one transaction; returns what was removed.
+def user_erase(*, principal: Principal, user: str) -> ErasureCounts:
+    """Erase ``user`` from the principal's tenant in one transaction; returns what was removed.
+
+    Needs ``admin`` and an unbound principal: a user's data spans repositories (403 otherwise).
 
     Archive files are deleted once the transaction commits (a crash in between leaves a file the
     retention sweep deletes: its job is already marked ``erased``).
     """
+    require_permission(principal, Permission.ADMIN)
+    require_unbound(principal, "Erasure")
     validate_identifier(user, field="user")
+    tenant, actor = principal.tenant, principal.actor
     with tenant_context(tenant.id):
         removed = user_memories_erase(tenant=tenant, user=user)
         counts = ErasureCounts(

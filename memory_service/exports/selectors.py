@@ -6,26 +6,21 @@ from django.db.models import QuerySet
 
 from memory_service.exceptions import NotFoundError
 from memory_service.exports.models import ExportJob
-from tenants.models import ApiToken, Tenant
+from tenants.access import Principal, check_export_job, export_job_visibility
+from tenants.models import Tenant
 
 
-def export_job_visible(*, token: ApiToken) -> QuerySet[ExportJob]:
-    """The jobs a token may see: its tenant's, and only its own user's when it is bound to one."""
-    jobs = ExportJob.objects.for_tenant(token.tenant)
-    if token.user:
-        jobs = jobs.filter(user=token.user)
-    return jobs
-
-
-def export_job_get(*, token: ApiToken, job_id: uuid.UUID | str) -> ExportJob:
-    """The job if the token may see it; NotFoundError if malformed, missing or another tenant's."""
+def export_job_get(*, token: Principal, job_id: uuid.UUID | str) -> ExportJob:
+    """The job if the token may see it; NotFoundError if malformed, missing, another tenant's or
+    another user's (for a user-bound token); 403 for a token bound to repositories."""
     try:
         job_id = uuid.UUID(str(job_id))
     except ValueError as exc:
         raise NotFoundError("No such export.") from exc
-    job = export_job_visible(token=token).filter(id=job_id).first()
+    job = ExportJob.objects.for_tenant(token.tenant).filter(export_job_visibility(token), id=job_id).first()
     if job is None:
         raise NotFoundError("No such export.")
+    check_export_job(token, job)
     return job
 
 

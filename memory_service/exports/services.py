@@ -25,13 +25,13 @@ from django.utils import timezone
 
 from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
-from memory_service.exceptions import ConflictError, GoneError, PermissionDeniedError
+from memory_service.exceptions import ConflictError, GoneError
 from memory_service.exports.archive import section_totals, write_archive
 from memory_service.exports.models import ExportJob, ExportStatus, archive_dir
 from memory_service.exports.selectors import export_job_get_for_worker
-from memory_service.memories.selectors import resolve_where
+from tenants.access import Principal, check_export_job, export_user_for, require_permission
 from tenants.context import tenant_context
-from tenants.models import ApiToken, Tenant
+from tenants.models import Permission, Tenant
 from tenants.services import actor_of
 
 logger = logging.getLogger(__name__)
@@ -40,17 +40,6 @@ logger = logging.getLogger(__name__)
 # (younger ones may belong to a job finishing right now).
 ORPHAN_MIN_AGE_SECONDS = 3600
 REQUEUE_INTERVAL = timedelta(minutes=10)
-
-
-def export_user_for(*, token: ApiToken, user: str = "") -> str:
-    """The user a token's export is about ('' = whole tenant), checked against its bindings.
-
-    A token bound to a user exports that user only (naming another is a 403); a token bound to
-    repositories cannot export at all, since memories span repositories.
-    """
-    if token.repositories:
-        raise PermissionDeniedError("A token bound to repositories cannot export.")
-    return resolve_where(token=token, user=user).user
 
 
 def _enqueue(job: ExportJob) -> None:
@@ -66,6 +55,13 @@ def _enqueue(job: ExportJob) -> None:
             logger.warning("export not queued; the sweep will queue it", extra={"error": type(exc).__name__})
 
     transaction.on_commit(publish)
+
+
+def export_job_request(*, principal: Principal, user: str = "") -> ExportJob:
+    """Start an export on a client's request: of ``user`` ('' = the whole tenant), as far as the
+    principal's permission and bindings allow (``tenants.access.export_user_for``)."""
+    require_permission(principal, Permission.EXPORT)
+    return export_job_start(tenant=principal.tenant, actor=principal.actor, user=export_user_for(principal, user))
 
 
 def export_job_start(*, tenant: Tenant, actor: str, user: str = "", enqueue: bool = True) -> ExportJob:
@@ -294,11 +290,12 @@ def export_jobs_requeue_stale(*, tenant: Tenant) -> int:
     return queued
 
 
-def export_job_download(*, token: ApiToken, job: ExportJob) -> Path:
+def export_job_download(*, token: Principal, job: ExportJob) -> Path:
     """The path of a finished archive the token may download, audited (``export_downloaded``).
 
     410 once it expired or was erased; 409 while it is not built yet (or failed).
     """
+    check_export_job(token, job)
     if job.status in (ExportStatus.EXPIRED, ExportStatus.ERASED):
         raise GoneError("This export archive was deleted.")
     if job.status != ExportStatus.SUCCEEDED:

@@ -10,8 +10,8 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_service.exceptions import ApplicationError
-from tenants.authentication import authenticate_token
-from tenants.models import ApiToken
+from tenants.access import Principal
+from tenants.authentication import authenticate_principal
 
 T = TypeVar("T")
 
@@ -21,11 +21,11 @@ def _describe(exc: ApplicationError) -> str:
     return f"{exc.code}: {exc.message}" + (f" ({fields})" if fields else "")
 
 
-def _run(raw_token: str, permission: str | None, fn: Callable[[ApiToken], T]) -> T:
+def _run(raw_token: str, permission: str | None, fn: Callable[[Principal], T]) -> T:
     close_old_connections()
     try:
         with transaction.atomic():
-            token = authenticate_token(raw_token)
+            token = authenticate_principal(raw_token)
             if token is None:
                 raise ToolError("not_authenticated: the token is no longer valid.")
             if permission and not token.has_permission(permission):
@@ -38,8 +38,8 @@ def _run(raw_token: str, permission: str | None, fn: Callable[[ApiToken], T]) ->
         close_old_connections()
 
 
-async def call_with_token(permission: str | None, fn: Callable[[ApiToken], T]) -> T:
-    """Call ``fn(token)`` in a transaction bound to the caller's tenant (RLS applies)."""
+async def call_with_token(permission: str | None, fn: Callable[[Principal], T]) -> T:
+    """Call ``fn(principal)`` in a transaction bound to the caller's tenant (RLS applies)."""
     access = get_access_token()
     if access is None:
         raise ToolError("not_authenticated: a bearer token is required.")

@@ -3,80 +3,34 @@
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
-from memory_service.exceptions import NotFoundError, PermissionDeniedError, ValidationError
+from memory_service.exceptions import NotFoundError, ValidationError
 from memory_service.memories.models import ActivityLog, Memory, Scope, Supersession
 from memory_service.memories.status import DerivedStatus, Replacement, derive_status
-from tenants.identifiers import validate_identifier
-from tenants.models import ApiToken
+from tenants.access import (
+    Principal,
+    check_repository,
+    check_scope,
+    check_session,
+    check_user,
+    memory_visibility,
+    require_unbound,
+)
 
 
-def memory_visibility(*, token: ApiToken) -> Q:
-    """What a token may see inside its tenant.
-
-    A token bound to user U sees U's user memories and U's sessions, never another user's. A token
-    bound to repositories sees only those repositories (and sessions in them or in none).
-    """
-    visible = Q()
-    if token.user:
-        visible &= Q(scope=Scope.REPOSITORY) | Q(user=token.user)
-    if token.repositories:
-        visible &= Q(scope=Scope.USER) | Q(repository__in=token.repositories) | Q(scope=Scope.SESSION, repository="")
-    return visible
-
-
-def check_user_binding(*, token: ApiToken, user: str | None) -> None:
-    """A token bound to a user may not name another user (403)."""
-    if token.user and user and user != token.user:
-        raise PermissionDeniedError(
-            "This token acts only as its own user.", fields={"user": ["Not this token's user."]}
-        )
-
-
-def check_repository_binding(*, token: ApiToken, repository: str | None) -> None:
-    """A token bound to repositories may not name another repository (403)."""
-    if token.repositories and repository and repository not in token.repositories:
-        raise PermissionDeniedError(
-            "This token is bound to other repositories.", fields={"repository": ["Not allowed for this token."]}
-        )
-
-
-@dataclass(frozen=True)
-class Where:
-    """The user, repository and session a request is about, after the token's bindings."""
-
-    user: str
-    repository: str
-    session: str
-
-
-def resolve_where(*, token: ApiToken, user: str = "", repository: str = "", session: str = "") -> Where:
-    """Check the ids a request names against the token, once for every interface.
-
-    A bound token may not name another user or repository (403); an unnamed user is the token's
-    user; every id must be an opaque identifier (400 naming the field).
-    """
-    check_user_binding(token=token, user=user)
-    check_repository_binding(token=token, repository=repository)
-    user = user or token.user
-    for name, value in (("user", user), ("repository", repository), ("session", session)):
-        if value:
-            validate_identifier(value, field=name)
-    return Where(user=user, repository=repository, session=session)
-
-
-def memory_list(*, token: ApiToken, filters: dict) -> QuerySet[Memory]:
+def memory_list(*, token: Principal, filters: dict) -> QuerySet[Memory]:
     """Memories the token may read, newest first, narrowed by ``filters``.
 
     ``filters`` may hold scope, kind, user, repository, session, confidence, priority, tag.
     """
-    check_user_binding(token=token, user=filters.get("user"))
-    check_repository_binding(token=token, repository=filters.get("repository"))
-    queryset = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token=token))
+    check_user(token, filters.get("user"))
+    check_repository(token, filters.get("repository"))
+    check_session(token, filters.get("session"))
+    check_scope(token, filters.get("scope"))
+    queryset = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token))
     for name in ("scope", "kind", "user", "repository", "session", "confidence", "priority"):
         if filters.get(name):
             queryset = queryset.filter(**{name: filters[name]})
@@ -93,10 +47,10 @@ def parse_memory_id(value: str, *, field: str = "id") -> uuid.UUID:
         raise ValidationError(f"'{field}' is not a valid memory id.", fields={field: ["Not a UUID."]}) from exc
 
 
-def memory_get(*, token: ApiToken, memory_id: uuid.UUID | str) -> Memory:
+def memory_get(*, token: Principal, memory_id: uuid.UUID | str) -> Memory:
     """The memory if the token may read it; NotFoundError if missing, another tenant's or hidden."""
     memory_id = parse_memory_id(memory_id)
-    memory = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token=token), id=memory_id).first()
+    memory = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token), id=memory_id).first()
     if memory is None:
         raise NotFoundError("No such memory.")
     return memory
@@ -111,7 +65,7 @@ SUPERSESSION_LINKS_LATERAL = f"""SELECT array_agg(s.new_id ORDER BY s.created_at
 
 
 def memory_statuses(
-    *, token: ApiToken, memories: Iterable[Memory], links: dict[uuid.UUID, list[tuple]] | None = None
+    *, token: Principal, memories: Iterable[Memory], links: dict[uuid.UUID, list[tuple]] | None = None
 ) -> dict[uuid.UUID, DerivedStatus]:
     """Derived status of each memory, in one query (two when some are superseded); replacement
     titles only where the token may read the replacement.
@@ -139,7 +93,7 @@ def memory_statuses(
     if new_ids:
         readable = dict(
             Memory.objects.for_tenant(token.tenant)
-            .filter(memory_visibility(token=token), id__in=new_ids)
+            .filter(memory_visibility(token), id__in=new_ids)
             .values_list("id", "title")
         )
     statuses = {}
@@ -152,18 +106,21 @@ def memory_statuses(
     return statuses
 
 
-def decision_list(*, token: ApiToken, repository: str) -> QuerySet[Memory]:
+def decision_list(*, token: Principal, repository: str) -> QuerySet[Memory]:
     """Every decision of ``repository`` the token may read, newest first (the decision index)."""
-    check_repository_binding(token=token, repository=repository)
+    check_repository(token, repository)
     return (
         Memory.objects.for_tenant(token.tenant)
-        .filter(memory_visibility(token=token), scope=Scope.REPOSITORY, repository=repository, kind="decision")
+        .filter(memory_visibility(token), scope=Scope.REPOSITORY, repository=repository, kind="decision")
         .order_by("-created_at", "-id")
     )
 
 
-def activity_list(*, token: ApiToken, filters: dict) -> QuerySet[ActivityLog]:
-    """The tenant's search and write activity, newest first (search analytics, seed 000 §6.4)."""
+def activity_list(*, token: Principal, filters: dict) -> QuerySet[ActivityLog]:
+    """The tenant's search and write activity, newest first (search analytics, seed 000 §6.4).
+
+    Activity spans every user and repository: a bound principal is refused (403)."""
+    require_unbound(token, "Activity")
     rows = ActivityLog.objects.for_tenant(token.tenant)
     if filters.get("operation"):
         rows = rows.filter(operation=filters["operation"])

@@ -22,7 +22,6 @@ from audit.services import audit_event_record, user_pseudonym
 from memory_service.exceptions import (
     ConflictError,
     PayloadTooLargeError,
-    PermissionDeniedError,
     ValidationError,
 )
 from memory_service.memories.masking import mask_fields, masker_version
@@ -37,18 +36,21 @@ from memory_service.memories.models import (
     Scope,
     Supersession,
 )
-from memory_service.memories.selectors import memory_get, resolve_where
+from memory_service.memories.selectors import memory_get
 from memory_service.retrieval.lexical import lexical_document
 from memory_service.session_context.services import refresh_after_write
+from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
 from tenants.context import tenant_context
 from tenants.identifiers import IDENTIFIER_RE, validate_identifier
-from tenants.models import ApiToken
+from tenants.models import Permission
 from tenants.services import actor_of
 
 logger = logging.getLogger(__name__)
 
 # Limits (documented in the README and the OpenAPI schema).
 MAX_TEXT_BYTES = 16 * 1024  # after masking
+# Raw text above this is refused before the masker sees it (what is stored is MAX_TEXT_BYTES at most).
+MAX_RAW_TEXT_CHARS = 65_536
 MAX_TITLE_CHARS = 512
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
@@ -66,7 +68,7 @@ class MemoryWriteResult:
     pii: dict[str, int] = field(default_factory=dict)
 
 
-def _tenant_hmac(token: ApiToken, purpose: str, payload: str) -> str:
+def _tenant_hmac(token: Principal, purpose: str, payload: str) -> str:
     key = hmac.new(settings.SECRET_KEY.encode(), f"{purpose}|{token.tenant_id}".encode(), hashlib.sha256).digest()
     return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
 
@@ -85,13 +87,15 @@ class Owner:
         return f"{self.scope}|{self.user}|{self.repository}|{self.session}"
 
 
-def resolve_owner(*, token: ApiToken, scope: str, user: str = "", repository: str = "", session: str = "") -> Owner:
+def resolve_owner(*, token: Principal, scope: str, user: str = "", repository: str = "", session: str = "") -> Owner:
     """The scope owner of a new memory, checked against the token's bindings.
 
     user scope needs a user; repository scope a repository; session scope a session and its
-    owner (the user). A token bound to a user acts as that user; naming another is a 403.
+    owner (the user). A token bound to a user acts as that user; naming another is a 403; a token
+    bound to repositories only writes repository scope (``tenants.access``).
     """
-    where = resolve_where(token=token, user=user, repository=repository, session=session)
+    check_scope(token, scope)
+    where = resolve_where(token, user=user, repository=repository, session=session)
     user, repository, session = where.user, where.repository, where.session
     required = {Scope.USER: "user", Scope.REPOSITORY: "repository", Scope.SESSION: "session"}[Scope(scope)]
     if not {"user": user, "repository": repository, "session": session}[required]:
@@ -149,6 +153,17 @@ def validate_fields(
             )
 
 
+def check_raw_text(text) -> None:
+    """The text of a write, before masking: a non-empty string of at most MAX_RAW_TEXT_CHARS (413)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("'text' must not be empty.", fields={"text": ["Required."]})
+    if len(text) > MAX_RAW_TEXT_CHARS:
+        raise PayloadTooLargeError(
+            f"'text' exceeds {MAX_RAW_TEXT_CHARS} characters.",
+            fields={"text": [f"At most {MAX_RAW_TEXT_CHARS} characters before masking."]},
+        )
+
+
 def _check_sizes(values: dict) -> None:
     if len(values["text"].encode()) > MAX_TEXT_BYTES:
         raise PayloadTooLargeError(
@@ -175,7 +190,7 @@ def _enqueue_embedding(memory: Memory) -> None:
     transaction.on_commit(lambda: enqueue_embedding(tenant_id=tenant_id, memory_ids=[memory_id]))
 
 
-def _record_write(*, token: ApiToken, action: Action, memory: Memory, details: dict) -> None:
+def _record_write(*, token: Principal, action: Action, memory: Memory, details: dict) -> None:
     audit_event_record(
         tenant=token.tenant,
         actor=actor_of(token),
@@ -186,11 +201,12 @@ def _record_write(*, token: ApiToken, action: Action, memory: Memory, details: d
     )
 
 
-def _link_supersessions(*, token: ApiToken, memory: Memory, supersedes: list[dict]) -> None:
+def _link_supersessions(*, token: Principal, memory: Memory, supersedes: list[dict]) -> None:
     for item in supersedes:
         old = memory_get(token=token, memory_id=item["id"])
         if old.id == memory.id:
             raise ValidationError("A memory cannot supersede itself.", fields={"supersedes": ["Self reference."]})
+        check_supersede(old=old, new=memory, field="supersedes")
         Supersession.objects.get_or_create(
             tenant=token.tenant, old=old, new=memory, defaults={"partial": bool(item.get("partial", False))}
         )
@@ -198,7 +214,7 @@ def _link_supersessions(*, token: ApiToken, memory: Memory, supersedes: list[dic
 
 def memory_create(
     *,
-    token: ApiToken,
+    token: Principal,
     text: str,
     scope: str,
     kind: str = Kind.NOTE,
@@ -220,10 +236,8 @@ def memory_create(
     """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
     exact duplicate text in the same scope owner (the existing memory is returned).
     """
-    if not token.has_permission("memory:write"):
-        raise PermissionDeniedError("The token lacks the 'memory:write' permission.")
-    if not text or not text.strip():
-        raise ValidationError("'text' must not be empty.", fields={"text": ["Required."]})
+    require_permission(token, Permission.MEMORY_WRITE)
+    check_raw_text(text)
     validate_fields(
         kind=kind, scope=scope, priority=priority, lifecycle=lifecycle, title=title, tags=tags or [],
         metadata=metadata or {}, solved_query=solved_query,
@@ -326,27 +340,36 @@ def memory_create(
     return MemoryWriteResult(memory=memory, created=True, pii=masked.counts)
 
 
+# What a person vouches for when validating a memory: changing any of it needs a person again.
+REVIEWED_FIELDS = ("text", "title", "tags", "metadata", "solved_query", "kind", "priority", "lifecycle")
 EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", "priority", "lifecycle",
                    "valid_until", "occurred_at"}  # fmt: skip
 
 
-def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteResult:
+def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteResult:
     """Edit a memory the token can read: free text is re-masked and the memory re-embedded.
 
-    A change of text sends a validated memory back to ``raw``: only a human validates.
+    Any change to what a person vouched for (``REVIEWED_FIELDS``) sends a validated memory back to
+    ``raw``, and so out of the pinned set, until a person validates it again.
     """
+    require_permission(token, Permission.MEMORY_WRITE)
     unknown = set(changes) - EDITABLE_FIELDS
     if unknown:
         raise ValidationError("These fields cannot be edited.", fields={name: ["Not editable."] for name in unknown})
     validate_fields(**{k: v for k, v in changes.items() if k in ("kind", "priority", "lifecycle", "title", "tags",
                                                                  "metadata", "solved_query")})  # fmt: skip
+    if "text" in changes:
+        check_raw_text(changes["text"])
     with transaction.atomic():
         visible = memory_get(token=token, memory_id=memory_id)
         memory = Memory.objects.for_tenant(token.tenant).select_for_update().get(id=visible.id)
         free_text = {name: changes[name] for name in MASKED_FIELDS if name in changes}
         masked = mask_fields(tenant=token.tenant, fields=free_text)
+        before = {name: getattr(memory, name) for name in REVIEWED_FIELDS}
         for name, value in (changes | masked.values).items():
             setattr(memory, name, value)
+        if any(getattr(memory, name) != value for name, value in before.items()):
+            memory.confidence = Confidence.RAW
         if memory.lifecycle and memory.kind != Kind.DECISION:
             raise ValidationError("Only decisions have a lifecycle.", fields={"lifecycle": ["Decisions only."]})
         if not memory.text.strip():
@@ -355,7 +378,6 @@ def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteRe
         if "text" in changes:
             owner_key = f"{memory.scope}|{memory.user}|{memory.repository}|{memory.session}"
             memory.dedup_key = _tenant_hmac(token, "dedup", f"{owner_key}|{changes['text']}")
-            memory.confidence = Confidence.RAW
         memory.masker_version = masker_version()
         memory.embedding_status = EmbeddingStatus.PENDING
         memory.search_vector = _search_vector(memory)
@@ -376,8 +398,9 @@ def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteRe
     return MemoryWriteResult(memory=memory, created=False, pii=masked.counts)
 
 
-def memory_delete(*, token: ApiToken, memory_id) -> None:
+def memory_delete(*, token: Principal, memory_id) -> None:
     """Delete a memory the token can read, with its vectors and supersession links."""
+    require_permission(token, Permission.MEMORY_WRITE)
     with transaction.atomic():
         memory = memory_get(token=token, memory_id=memory_id)
         _record_write(token=token, action=Action.DELETE, memory=memory, details={})
@@ -385,13 +408,16 @@ def memory_delete(*, token: ApiToken, memory_id) -> None:
         memory.delete()
 
 
-def memory_supersede(*, token: ApiToken, memory_id, by_id, partial: bool = False) -> Memory:
-    """Record that ``by_id`` replaces ``memory_id`` (wholly, or in part). Both must be readable."""
+def memory_supersede(*, token: Principal, memory_id, by_id, partial: bool = False) -> Memory:
+    """Record that ``by_id`` replaces ``memory_id`` (wholly, or in part). Both must be readable, and
+    ``by_id`` at least as visible as ``memory_id`` (``tenants.access.check_supersede``)."""
+    require_permission(token, Permission.MEMORY_WRITE)
     with transaction.atomic():
         old = memory_get(token=token, memory_id=memory_id)
         new = memory_get(token=token, memory_id=by_id)
         if old.id == new.id:
             raise ValidationError("A memory cannot supersede itself.", fields={"by": ["Same memory."]})
+        check_supersede(old=old, new=new, field="by")
         link, created = Supersession.objects.get_or_create(
             tenant=token.tenant, old=old, new=new, defaults={"partial": partial}
         )
@@ -449,7 +475,7 @@ def memory_reject(*, tenant, actor: str, memory: Memory) -> None:
 
 
 def session_note_write(
-    *, token: ApiToken, session: str, name: str, text: str, user: str = "", repository: str = "", title: str = ""
+    *, token: Principal, session: str, name: str, text: str, user: str = "", repository: str = "", title: str = ""
 ) -> MemoryWriteResult:
     """Write or overwrite the session note ``name`` (plan, todo…) of ``session``."""
     validate_identifier(name, field="name")

@@ -27,8 +27,8 @@ from audit.services import audit_event_record, user_pseudonym
 from memory_service.embeddings.backends import EmbeddingUnavailable, embed_query_in_background, get_backend
 from memory_service.exceptions import ValidationError
 from memory_service.memories.masking import mask_query
-from memory_service.memories.models import ActivityLog, Memory, Priority, Scope, owner_key
-from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
+from memory_service.memories.models import ActivityLog, Kind, Memory, Priority, Scope, owner_key
+from memory_service.memories.selectors import memory_statuses
 from memory_service.memories.status import DerivedStatus
 from memory_service.retrieval.candidates import (
     add_dense_candidates,
@@ -41,10 +41,11 @@ from memory_service.retrieval.candidates import (
 from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query, script_of
 from memory_service.retrieval.side import dense_rows_in_background
-from tenants.models import ApiToken
+from tenants.access import Principal, memory_visibility, resolve_where
 from tenants.services import actor_of
 
 TOP_RANGE = (1, 50)
+MAX_QUERY_CHARS = 4000
 BUDGET_RANGE = (256, 65_536)
 
 
@@ -75,7 +76,7 @@ class SearchResult:
     masked_query: str
 
 
-def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -> Q:
+def scope_filter(*, token: Principal, user: str, repository: str, session: str) -> Q:
     """Memories of user U, repository R and session S that the token may read, still unexpired."""
     parts = Q(pk__in=[])
     if user:
@@ -85,7 +86,7 @@ def scope_filter(*, token: ApiToken, user: str, repository: str, session: str) -
     if session:
         parts |= Q(scope=Scope.SESSION, session=session)
     not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
-    return parts & not_expired & memory_visibility(token=token)
+    return parts & not_expired & memory_visibility(token)
 
 
 def scope_owner_keys(*, user: str, repository: str, session: str) -> list[str]:
@@ -132,9 +133,18 @@ def is_pinned(memory) -> bool:
     return memory.scope != Scope.REPOSITORY or memory.confidence == "validated"
 
 
-def _validate(*, query: str, top: int, budget_bytes: int, where) -> None:
+def _validate(*, query: str, top: int, budget_bytes: int, kinds, where) -> None:
+    """The limits of a search, for every interface, before the query is masked or embedded."""
     if not isinstance(query, str) or not query.strip():
         raise ValidationError("'query' must not be empty.", fields={"query": ["Required."]})
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValidationError(
+            f"'query' exceeds {MAX_QUERY_CHARS} characters.", fields={"query": [f"At most {MAX_QUERY_CHARS}."]}
+        )
+    if kinds is not None and (not isinstance(kinds, list) or any(k not in Kind.values for k in kinds)):
+        raise ValidationError(
+            f"'kinds' must be a list of: {', '.join(Kind.values)}.", fields={"kinds": ["Not a valid choice."]}
+        )
     if not TOP_RANGE[0] <= top <= TOP_RANGE[1]:
         raise ValidationError("'top' must be from 1 to 50.", fields={"top": ["1-50."]})
     if not BUDGET_RANGE[0] <= budget_bytes <= BUDGET_RANGE[1]:
@@ -148,7 +158,7 @@ def _validate(*, query: str, top: int, budget_bytes: int, where) -> None:
 
 def memory_search(
     *,
-    token: ApiToken,
+    token: Principal,
     query: str,
     user: str = "",
     repository: str = "",
@@ -159,9 +169,9 @@ def memory_search(
 ) -> SearchResult:
     """The memories that matter for ``query`` in (user, repository, session), annotated and fenced."""
     started = time.perf_counter()
-    where = resolve_where(token=token, user=user, repository=repository, session=session)
+    where = resolve_where(token, user=user, repository=repository, session=session)
     user, repository, session = where.user, where.repository, where.session
-    _validate(query=query, top=top, budget_bytes=budget_bytes, where=where)
+    _validate(query=query, top=top, budget_bytes=budget_bytes, kinds=kinds, where=where)
     masked = mask_query(tenant=token.tenant, query=query)
     # The query is embedded on a helper thread while the database finds the text candidates.
     backend = get_backend()

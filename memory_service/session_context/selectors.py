@@ -7,17 +7,16 @@ one list line with markup characters escaped, so no memory can add a heading or 
 block of its own.
 """
 
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Q
 from django.utils import timezone
 
 from memory_service.memories.models import Kind, Memory, Priority, Scope
-from memory_service.memories.selectors import memory_statuses, memory_visibility, resolve_where
+from memory_service.memories.selectors import memory_statuses
 from memory_service.memories.status import Status
 from memory_service.retrieval.search import is_pinned
-from tenants.models import ApiToken, Tenant
+from tenants.access import Principal, memory_visibility, resolve_where
 
 USER_MEMORY_MAX_LINES = 200
 LATEST_COUNT = 10
@@ -31,26 +30,15 @@ def _line(memory: Memory, annotation: str = "") -> str:
     return f"- [{memory.kind} {memory.id} {memory.occurred_at:%Y-%m-%d}]{marker} {text}"
 
 
-@dataclass(frozen=True)
-class UserView:
-    """What user ``user`` of ``tenant`` may see, as a token bound to that user would (no repository
-    binding). Stands in for a token in the visibility and status selectors."""
-
-    tenant: Tenant
-    user: str
-    repositories: tuple = ()
-
-
 def session_context_render(
-    *, token: ApiToken | UserView, user: str = "", repository: str = "", session: str = "", now: datetime | None = None
+    *, token: Principal, user: str = "", repository: str = "", session: str = "", now: datetime | None = None
 ) -> str:
     """The markdown digest for (user, repository) as ``token`` may see it; with ``session``, that
     session's notes, otherwise the notes of the user's open sessions in the repository."""
-    if isinstance(token, ApiToken):
-        where = resolve_where(token=token, user=user, repository=repository, session=session)
-        user, repository, session = where.user, where.repository, where.session
+    where = resolve_where(token, user=user, repository=repository, session=session)
+    user, repository, session = where.user, where.repository, where.session
     now = now or timezone.now()
-    visible = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token=token))
+    visible = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token))
     visible = visible.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
     in_scope = Q(pk__in=[])
     if user:

@@ -19,12 +19,12 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from memory_service.memories.models import Memory, Scope
-from memory_service.memories.selectors import resolve_where
 from memory_service.redis import get_redis
 from memory_service.session_context.models import SessionContext
-from memory_service.session_context.selectors import UserView, session_context_render
+from memory_service.session_context.selectors import session_context_render
+from tenants.access import Principal, resolve_where
 from tenants.context import tenant_context
-from tenants.models import ApiToken, Tenant
+from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,9 @@ def _key(tenant_id, user: str, repository: str) -> str:
 
 def session_context_store(*, tenant: Tenant, user: str, repository: str) -> SessionContext:
     """Render the digest of (user, repository) and store it; ``generation`` counts the renders."""
-    markdown = session_context_render(token=UserView(tenant=tenant, user=user), user=user, repository=repository)
+    markdown = session_context_render(
+        token=Principal.for_user(tenant=tenant, user=user), user=user, repository=repository
+    )
     with tenant_context(tenant.id):
         context, created = SessionContext.objects.get_or_create(
             tenant=tenant, user=user, repository=repository, defaults={"markdown": markdown, "generation": 1}
@@ -63,10 +65,10 @@ def session_context_get(*, tenant: Tenant, user: str, repository: str) -> Sessio
     return context
 
 
-def session_context_for(*, token: ApiToken, user: str = "", repository: str = "", session: str = "") -> str:
+def session_context_for(*, token: Principal, user: str = "", repository: str = "", session: str = "") -> str:
     """The digest a client asked for: stored and kept fresh by the worker for (user, repository);
     rendered live when a session is named (its notes change within a session)."""
-    where = resolve_where(token=token, user=user, repository=repository, session=session)
+    where = resolve_where(token, user=user, repository=repository, session=session)
     if where.session:
         return session_context_render(token=token, user=where.user, repository=where.repository, session=where.session)
     return session_context_get(tenant=token.tenant, user=where.user, repository=where.repository).markdown

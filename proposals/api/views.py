@@ -110,7 +110,7 @@ class ProposalOutputSerializer(serializers.Serializer):
     repository = serializers.CharField()
     section = serializers.CharField()
     addition = serializers.CharField()
-    reasoning = serializers.CharField()
+    reasoning = serializers.CharField(source="shown_reasoning", help_text="Empty for a filer whose filing merged")
     status = serializers.CharField()
     filed_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()

@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 from memory_service.memories.api.serializers import StrictSerializer
 from tenants.models import Permission
 from tenants.selectors import token_get, token_list
-from tenants.services import actor_of, token_create, token_revoke
+from tenants.services import token_create, token_revoke
 
 
 class TokenOutputSerializer(serializers.Serializer):
@@ -40,14 +40,16 @@ class TokenListApi(APIView):
 
     @extend_schema(responses=TokenOutputSerializer(many=True))
     def get(self, request):
-        tokens = token_list(tenant=request.auth.tenant)
+        tokens = token_list(principal=request.auth)
         return Response({"results": TokenOutputSerializer(tokens, many=True).data, "next": None})
 
     @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        issued = token_create(tenant=request.auth.tenant, actor=actor_of(request.auth), **data.validated_data)
+        issued = token_create(
+            tenant=request.auth.tenant, actor=request.auth.actor, issuer=request.auth, **data.validated_data
+        )
         body = TokenOutputSerializer(issued.token).data | {"token": issued.raw}
         return Response(body, status=status.HTTP_201_CREATED)
 
@@ -57,6 +59,6 @@ class TokenRevokeApi(APIView):
 
     @extend_schema(request=None, responses=TokenOutputSerializer)
     def post(self, request, prefix: str):
-        token = token_get(tenant=request.auth.tenant, prefix=prefix)
-        token = token_revoke(tenant=request.auth.tenant, actor=actor_of(request.auth), token=token)
+        token = token_get(principal=request.auth, prefix=prefix)
+        token = token_revoke(tenant=request.auth.tenant, actor=request.auth.actor, token=token)
         return Response(TokenOutputSerializer(token).data)

@@ -155,12 +155,24 @@ class IsolationMachine(RuleBasedStateMachine):
             return (actor.admin or actor.key in filers) and repository_ok
         if canary.what == "agents_md":
             return repository_ok
-        user_ok = not actor.user or canary.scope == "repository" or canary.user == actor.user
-        if actor.repositories:
-            repository_ok = (
-                repository_ok or canary.scope == "user" or (canary.scope == "session" and not canary.repository)
-            )
-        return user_ok and repository_ok
+        # The table of DESIGN.md "Permissions", written out here, not imported from the service.
+        if canary.scope == "repository":
+            return repository_ok
+        if actor.user:  # user and session scope: the bound user's own only
+            return canary.user == actor.user
+        return not actor.repositories  # a repository-only token never reads user or session scope
+
+    def may_supersede(self, old_id: str, new_id: str) -> bool:
+        """A memory is replaced only by another one at least as visible: a repository memory by the
+        same repository's, a user's or session memory by the same user's or by a repository memory."""
+        old, new = self.memories[old_id].canary, self.memories[new_id].canary
+        if old_id == new_id:
+            return False
+        if old.scope == "repository":
+            return new.scope == "repository" and new.repository == old.repository
+        if new.scope == "repository":
+            return True
+        return new.user == old.user and (new.scope == "user" or old.scope == "session")
 
     def readable(self, actor: Actor, memory_id: str) -> bool:
         known = self.memories.get(memory_id)
@@ -179,11 +191,19 @@ class IsolationMachine(RuleBasedStateMachine):
                 f"{what}: {marker} ({canary}) shown to {actor}"
             )
 
+    @staticmethod
+    def names_forbidden(actor: Actor, *, scope: str = "", user: str = "", repository: str = "", session: str = ""):
+        """Whether a request naming these ids or this scope is a 403 for ``actor``."""
+        repository_only = bool(actor.repositories) and not actor.user
+        return bool(
+            (actor.user and user and user != actor.user)
+            or (actor.repositories and repository and repository not in actor.repositories)
+            or (repository_only and (user or session or scope in ("user", "session")))
+        )
+
     def owner(self, actor: Actor, scope: str, user: str, repository: str, session: str):
         """(status, canary) the service must answer for a write naming these ids."""
-        if (actor.user and user and user != actor.user) or (
-            actor.repositories and repository and repository not in actor.repositories
-        ):
+        if self.names_forbidden(actor, scope=scope, user=user, repository=repository, session=session):
             return 403, None
         user = user or actor.user
         needed = {"user": user, "repository": repository, "session": session and user}[scope]
@@ -277,9 +297,7 @@ class IsolationMachine(RuleBasedStateMachine):
             label="filters",
         )
         response = self.send(actor, "get", "/api/v1/memories", filters | {"limit": 200})
-        forbidden = (actor.user and filters.get("user", actor.user) != actor.user) or (
-            actor.repositories and filters.get("repository", actor.repositories[0]) not in actor.repositories
-        )
+        forbidden = self.names_forbidden(actor, **filters)
         assert response.status_code == (403 if forbidden else 200)
         if response.status_code == 200 and not filters:
             listed = {m["id"] for m in response.json()["results"]}
@@ -327,7 +345,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if not (self.readable(actor, old) and self.readable(actor, new)):
             assert response.status_code == 404
         else:
-            assert response.status_code == (400 if old == new else 200)
+            assert response.status_code == (200 if self.may_supersede(old, new) else 400)
 
     @rule(data=st.data())
     def search(self, data):
@@ -458,7 +476,7 @@ class IsolationMachine(RuleBasedStateMachine):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         old, new = self.any_memory_id(data), self.any_memory_id(data)
         is_error, payload = self.mcp(actor, "supersede_memory", {"memory_id": old, "by": new})
-        ok = self.readable(actor, old) and self.readable(actor, new) and old != new
+        ok = self.readable(actor, old) and self.readable(actor, new) and self.may_supersede(old, new)
         assert is_error == (not ok), payload
 
 

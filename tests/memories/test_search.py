@@ -57,12 +57,15 @@ def test_it_annotates_superseded_decisions_and_hides_unreadable_titles(write, ap
     context = search(api_client, query="MySQL")["context"]
     assert 'status="superseded"' in context and f"⚠️ superseded → {new['id']} DB v2" in context
 
-    # A replacement the caller may not read is shown by id only.
-    private = write(text="u2 replaced it privately", kind="decision", scope="user", user="u2").json()
-    api_client.post(f"/api/v1/memories/{old['id']}/supersede", {"by": private["id"]}, format="json")
-    bound = client_for(make_token(tenant, user="u1").raw)
-    item = next(i for i in search(bound, query="MySQL")["items"] if i["id"] == old["id"])
-    assert "u2 replaced" not in item["annotation"] and private["id"] in item["annotation"]
+    # A replacement the caller may not read is shown by id only: u1's own decision, replaced by a
+    # decision of repository r5, read by a token of u1 bound to r1.
+    mine = write(text="I use MySQL locally", kind="decision", scope="user", user="u1").json()
+    shared = write(text="r5 replaced it", kind="decision", scope="repository", repository="r5", title="r5 way").json()
+    api_client.post(f"/api/v1/memories/{mine['id']}/supersede", {"by": shared["id"]}, format="json")
+    bound = client_for(make_token(tenant, user="u1", repositories=["r1"]).raw)
+    item = next(i for i in search(bound, query="MySQL", user="u1")["items"] if i["id"] == mine["id"])
+    assert item["status"] == "superseded"
+    assert "r5 way" not in item["annotation"] and shared["id"] in item["annotation"]
 
 
 def test_search_derives_the_statuses_a_read_derives(write, api_client):

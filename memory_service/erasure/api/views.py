@@ -11,7 +11,6 @@ from audit.services import user_pseudonym
 from memory_service.erasure.services import user_erase
 from memory_service.memories.api.serializers import StrictSerializer
 from tenants.models import Permission
-from tenants.services import actor_of
 
 
 class ErasureCreateApi(APIView):
@@ -38,5 +37,5 @@ class ErasureCreateApi(APIView):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         user = serializer.validated_data["user"]
-        counts = user_erase(tenant=request.auth.tenant, actor=actor_of(request.auth), user=user)
+        counts = user_erase(principal=request.auth, user=user)
         return Response(self.OutputSerializer({"user": user_pseudonym(user)} | asdict(counts)).data)

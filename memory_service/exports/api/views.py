@@ -9,10 +9,9 @@ from rest_framework.views import APIView
 
 from memory_service.exports.models import ExportStatus
 from memory_service.exports.selectors import export_job_get
-from memory_service.exports.services import export_job_download, export_job_start, export_user_for
+from memory_service.exports.services import export_job_download, export_job_request
 from memory_service.memories.api.serializers import StrictSerializer
 from tenants.models import Permission
-from tenants.services import actor_of
 
 
 class ExportOutputSerializer(serializers.Serializer):
@@ -49,8 +48,7 @@ class ExportCreateApi(APIView):
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        user = export_user_for(token=request.auth, user=serializer.validated_data["user"])
-        job = export_job_start(tenant=request.auth.tenant, actor=actor_of(request.auth), user=user)
+        job = export_job_request(principal=request.auth, user=serializer.validated_data["user"])
         return Response(self.OutputSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -1,11 +1,14 @@
 from rest_framework import serializers
 
 from memory_service.memories.models import Confidence, Kind, Lifecycle, Priority, Scope
-from memory_service.memories.services import MAX_SOLVED_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
+from memory_service.memories.services import (
+    MAX_RAW_TEXT_CHARS,
+    MAX_SOLVED_QUERY_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TITLE_CHARS,
+)
 from tenants.identifiers import IDENTIFIER_RE
-
-# Raw text above this is refused before masking (stored text is limited to 16 KB after masking).
-MAX_RAW_TEXT_CHARS = 65_536
 
 
 def _has_json_type(field, value) -> bool:

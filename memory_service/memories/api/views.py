@@ -28,7 +28,7 @@ from memory_service.memories.services import (
     session_note_write,
 )
 from memory_service.pagination import ApiCursorPagination
-from memory_service.retrieval.search import BUDGET_RANGE, TOP_RANGE, memory_search
+from memory_service.retrieval.search import BUDGET_RANGE, MAX_QUERY_CHARS, TOP_RANGE, memory_search
 from memory_service.schema import ErrorDetailSerializer, error_response
 from tenants.identifiers import IDENTIFIER_RE
 from tenants.models import Permission
@@ -231,7 +231,7 @@ class SearchApi(APIView):
     required_permission = Permission.MEMORY_READ
 
     class InputSerializer(StrictSerializer):
-        query = serializers.CharField(max_length=4000, trim_whitespace=False)
+        query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
         user = identifier_field()
         repository = identifier_field()
         session = identifier_field()

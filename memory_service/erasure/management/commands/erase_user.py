@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand
 
 from memory_service.erasure.services import user_erase
 from memory_service.exceptions import ApplicationError
+from tenants.access import Principal
 from tenants.context import platform_context
 from tenants.management.commands._common import command_error
 from tenants.selectors import tenant_get_by_slug
@@ -24,7 +25,9 @@ class Command(BaseCommand):
         try:
             with platform_context():
                 tenant = tenant_get_by_slug(slug=options["tenant"])
-            counts = user_erase(tenant=tenant, actor="system:erase_user", user=options["user"])
+            counts = user_erase(
+                principal=Principal.operator(tenant=tenant, actor="system:erase_user"), user=options["user"]
+            )
         except ApplicationError as exc:
             raise command_error(exc) from exc
         self.stdout.write(json.dumps(asdict(counts)))
