@@ -2,6 +2,7 @@ from rest_framework import serializers
 
 from memory_service.memories.models import Confidence, Kind, Lifecycle, Priority, Scope
 from memory_service.memories.services import MAX_SOLVED_QUERY_CHARS, MAX_TAG_CHARS, MAX_TAGS, MAX_TITLE_CHARS
+from memory_service.retrieval.render import annotation
 from tenants.identifiers import IDENTIFIER_RE
 
 # Raw text above this is refused before masking (stored text is limited to 16 KB after masking).
@@ -159,7 +160,7 @@ class MemoryOutputSerializer(serializers.Serializer):
         shown["score"] = self.get_score(memory)
         shown["markers"] = self.get_markers(memory)
         shown["status"] = status.status
-        shown["annotation"] = status.annotation
+        shown["annotation"] = annotation(status)
         shown["superseded_by"] = status.superseded_by
         return {name: shown[name] for name in MemoryOutputSerializer._declared_fields}
 
@@ -177,7 +178,8 @@ class MemoryOutputSerializer(serializers.Serializer):
         return self._status(memory).status
 
     def get_annotation(self, memory) -> str:
-        return self._status(memory).annotation
+        """The status marker as agents read it: one line, replacement titles escaped (``retrieval.render``)."""
+        return annotation(self._status(memory))
 
     def get_superseded_by(self, memory) -> list[str]:
         return self._status(memory).superseded_by
