@@ -10,8 +10,8 @@ with a write token, so it is data and passes through this module:
   become entities, and every line break or other control character (``\\n``, ``\\r``, ``\\v``,
   ``\\f``, ``\\x85``, U+2028, U+2029, …) becomes a space. Titles, annotations and digest lines
   use it, since there memory text shares a line with text the server writes.
-- ``escape_text`` is the same without joining lines, for the body of a fenced item, which only
-  the fence's tail ends.
+- ``escape_text`` makes memory text inert but keeps its lines, for the body of a fenced item,
+  which only the fence's tail ends.
 - ``annotation`` is the status marker of a memory (``⚠️ superseded → <id> <title>``).
 - ``memory_head`` and ``MEMORY_TAIL`` fence one item of the context block; nothing else writes
   ``<memory`` or ``</memory>``.
@@ -33,31 +33,37 @@ from memory_service.memories.status import DerivedStatus, Replacement, Status
 
 _MARKER_GLYPHS = {"⚠": "&#x26a0;", "△": "&#x25b3;"}
 # A run of line breaks and other control characters (Unicode categories Cc, Zl and Zp: every
-# character str.splitlines() splits on, and the terminal escapes), with the spaces around it.
+# character str.splitlines() splits on, and the rest of C0 and C1 such as ESC), with the spaces
+# around it.
 _BREAKS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
 _LINE_BREAKS = re.compile(f" *[{_BREAKS}][ {_BREAKS}]*")
 ELLIPSIS = "…"
 MEMORY_TAIL = "\n</memory>\n"
 
 
-def escape_text(text: str) -> str:
-    """Memory text made inert: markup (``<``, ``>``, ``&``, quotes) and marker glyphs become
-    entities. Line breaks are kept: for a fenced body only."""
-    text = escape(text, quote=True)
+def _inert(text: str, *, quote: bool) -> str:
+    text = escape(text, quote=quote)
     for glyph, entity in _MARKER_GLYPHS.items():
         text = text.replace(glyph, entity)
     return text
 
 
+def escape_text(text: str) -> str:
+    """Memory text made inert: markup (``<``, ``>``, ``&``, quotes) and marker glyphs become
+    entities. Line breaks are kept: for a fenced body only."""
+    return _inert(text, quote=True)
+
+
 def escape_line(text: str) -> str:
     """Memory text made inert and one line, for a line the server writes around it.
 
-    As ``escape_text``, and backticks become entities too (the digest is markdown); each run of
-    line breaks and other control characters, with the spaces around it, becomes one space, and
-    the ends are trimmed of spaces. The result holds no ``<``, ``>``, backtick, marker glyph or
-    control character, and ``str.splitlines()`` finds one line in it (none if it is empty).
+    ``<``, ``>``, ``&``, backticks (the digest is markdown) and marker glyphs become entities;
+    each run of line breaks and other control characters, with the spaces around it, becomes one
+    space, and the ends are trimmed of spaces. Quotes stay: memory text is never put inside an
+    attribute. The result holds no ``<``, ``>``, backtick, marker glyph or control character, and
+    ``str.splitlines()`` finds one line in it (none if it is empty).
     """
-    text = escape_text(text).replace("`", "&#96;")
+    text = _inert(text, quote=False).replace("`", "&#96;")
     return _LINE_BREAKS.sub(" ", text).strip(" ")
 
 

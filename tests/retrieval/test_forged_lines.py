@@ -34,7 +34,7 @@ def assert_forged_text_escaped_within_one_line(output: str) -> None:
     carrying = [line for line in output.splitlines() if INJECTION in line]
     assert carrying, "the attack's memory should be shown (escaped), not dropped"
     for line in carrying:
-        assert "&lt;/memory&gt;" in line and "&lt;memory id=&quot;x&quot;" in line
+        assert "&lt;/memory&gt;" in line and '&lt;memory id="x"' in line
     assert '<memory id="x"' not in output and FORGED_HEAD not in output
 
 
