@@ -12,6 +12,7 @@ from memory_service.mcp_server.auth import ApiTokenVerifier
 from memory_service.mcp_server.bridge import call_with_token
 from memory_service.memories.selectors import decision_list, memory_statuses
 from memory_service.memories.services import memory_create, memory_supersede, session_note_write
+from memory_service.retrieval.render import annotation
 from memory_service.retrieval.search import memory_search
 from memory_service.session_context.services import session_context_for
 from proposals.services import proposal_file
@@ -50,6 +51,8 @@ WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent
 
 
 def _item(hit_memory, status, score=None, markers=()) -> dict:
+    """A memory as tools return it: the REST representation's main fields. ``annotation`` is
+    rendered as everywhere else (``retrieval.render``): one line, replacement titles escaped."""
     return {
         "id": str(hit_memory.id),
         "kind": hit_memory.kind,
@@ -60,7 +63,7 @@ def _item(hit_memory, status, score=None, markers=()) -> dict:
         "priority": hit_memory.priority,
         "confidence": hit_memory.confidence,
         "status": status.status,
-        "annotation": status.annotation,
+        "annotation": annotation(status),
         "superseded_by": status.superseded_by,
         "score": round(score, 4) if score is not None else None,
         "markers": list(markers),

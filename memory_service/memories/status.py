@@ -3,6 +3,9 @@
 Superseded states are derived from supersession links; proposed, rejected and deprecated are set
 explicitly on decisions. A full supersession outranks a partial one, which outranks the explicit
 lifecycle.
+
+This module holds the status as data; the text agents read for it (the annotation, with the
+replacements' titles escaped into one line) is rendered by ``memory_service.retrieval.render``.
 """
 
 from dataclasses import dataclass, field
@@ -22,30 +25,20 @@ class Status:
 @dataclass(frozen=True)
 class Replacement:
     id: str
-    title: str | None  # None when the caller may not read the replacement
+    title: str | None  # as stored, unescaped; None when the caller may not read the replacement
     partial: bool
 
 
 @dataclass(frozen=True)
 class DerivedStatus:
+    """A memory's status and, when superseded, what replaces it (oldest link first)."""
+
     status: str
     replacements: list[Replacement] = field(default_factory=list)
 
     @property
     def superseded_by(self) -> list[str]:
         return [r.id for r in self.replacements]
-
-    @property
-    def annotation(self) -> str:
-        """The marker shown to agents; empty for a current memory without a lifecycle."""
-        targets = ", ".join(f"{r.id} {r.title}".strip() if r.title else r.id for r in self.replacements)
-        return {
-            Status.SUPERSEDED: f"⚠️ superseded → {targets}",
-            Status.PARTIALLY_SUPERSEDED: f"△ partially superseded → {targets}",
-            Status.PROPOSED: "△ proposed (not approved)",
-            Status.REJECTED: "⚠️ rejected",
-            Status.DEPRECATED: "⚠️ deprecated",
-        }.get(self.status, "")
 
 
 def derive_status(*, lifecycle: str, replacements: list[Replacement]) -> DerivedStatus:

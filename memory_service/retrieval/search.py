@@ -11,7 +11,8 @@
    and gate were chosen on bench/retrieval_quality.py (both datasets; see bench/RESULTS.md).
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, then fused score.
-5. Status annotations (one rule, ``memories.status``), 6. the context block within budget,
+5. Statuses (one rule, ``memories.status``), 6. the context block within budget, its every
+   line — fences, annotations, escaped titles and texts — rendered by ``retrieval.render``,
 7. the activity log and the ``retrieve`` audit event.
 """
 
@@ -38,8 +39,8 @@ from memory_service.retrieval.candidates import (
     search_scope,
     text_candidates,
 )
-from memory_service.retrieval.context import ContextItem, render_context
 from memory_service.retrieval.lexical import lexical_query, script_of
+from memory_service.retrieval.render import ContextItem, render_context
 from memory_service.retrieval.side import dense_rows_in_background
 from tenants.access import Principal, memory_visibility, resolve_where
 from tenants.services import actor_of
@@ -237,8 +238,7 @@ def _context_item(hit: Hit) -> ContextItem:
         scope=memory.scope,
         date=f"{memory.occurred_at:%Y-%m-%d}",
         markers=tuple(hit.markers),
-        status=hit.status.status,
-        annotation=hit.status.annotation,
+        status=hit.status,
         title=memory.title,
         text=memory.text,
     )

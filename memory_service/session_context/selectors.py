@@ -3,8 +3,9 @@
 For (user U, repository R, optionally session S): U's profile and preferences (at most the first
 200 rendered lines, seed 002), pinned high-priority lessons, the latest lessons and conclusions,
 R's current decisions with their status, and S's notes. Memory text is data: each memory is
-one list line with markup characters escaped, so no memory can add a heading or an instruction
-block of its own.
+one list line (``retrieval.render.digest_line``) with its title, its text and the titles in its
+annotation escaped into that line, so no memory can add a heading, a line or an instruction block
+of its own.
 """
 
 from datetime import datetime
@@ -15,6 +16,7 @@ from django.utils import timezone
 from memory_service.memories.models import Kind, Memory, Priority, Scope
 from memory_service.memories.selectors import memory_statuses
 from memory_service.memories.status import Status
+from memory_service.retrieval.render import digest_line
 from memory_service.retrieval.search import is_pinned
 from tenants.access import Principal, memory_visibility, resolve_where
 
@@ -23,11 +25,6 @@ LATEST_COUNT = 10
 DECISIONS_MAX = 50
 
 
-def _line(memory: Memory, annotation: str = "") -> str:
-    text = " ".join(f"{memory.title}: {memory.text}".split()) if memory.title else " ".join(memory.text.split())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "&#96;")
-    marker = f" {annotation}" if annotation else ""
-    return f"- [{memory.kind} {memory.id} {memory.occurred_at:%Y-%m-%d}]{marker} {text}"
 
 
 def session_context_render(
@@ -62,7 +59,7 @@ def session_context_render(
         profile = list(
             visible.filter(scope=Scope.USER, user=user, kind__in=[Kind.PROFILE, Kind.PREFERENCE]).order_by("created_at")
         )
-        lines = [_line(m) for m in profile]
+        lines = [digest_line(m) for m in profile]
         out += ["## Profile and preferences", ""]
         out += lines[:USER_MEMORY_MAX_LINES] or ["- (none yet)"]
         if len(lines) > USER_MEMORY_MAX_LINES:
@@ -74,10 +71,10 @@ def session_context_render(
         for m in scoped.filter(valid, kind=Kind.LESSON, priority=Priority.HIGH).order_by("-created_at")
         if is_pinned(m)
     ]
-    out += ["## High-priority lessons", ""] + ([_line(m) for m in pinned] or ["- (none)"]) + [""]
+    out += ["## High-priority lessons", ""] + ([digest_line(m) for m in pinned] or ["- (none)"]) + [""]
 
     latest = list(scoped.filter(valid, kind__in=[Kind.LESSON, Kind.CONCLUSION]).order_by("-occurred_at")[:LATEST_COUNT])
-    out += ["## Latest lessons and conclusions", ""] + ([_line(m) for m in latest] or ["- (none)"]) + [""]
+    out += ["## Latest lessons and conclusions", ""] + ([digest_line(m) for m in latest] or ["- (none)"]) + [""]
 
     if repository:
         decisions = list(
@@ -87,7 +84,7 @@ def session_context_render(
         )
         statuses = memory_statuses(token=token, memories=decisions)
         shown = [
-            _line(d, statuses[d.id].annotation)
+            digest_line(d, statuses[d.id])
             for d in decisions
             if statuses[d.id].status in (Status.CURRENT, Status.PARTIALLY_SUPERSEDED, Status.PROPOSED)
         ]
@@ -95,8 +92,8 @@ def session_context_render(
 
     if session:
         notes = visible.filter(scope=Scope.SESSION, session=session).order_by("name", "created_at")
-        out += [f"## Session {session} notes", ""] + ([_line(n) for n in notes] or ["- (none)"]) + [""]
+        out += [f"## Session {session} notes", ""] + ([digest_line(n) for n in notes] or ["- (none)"]) + [""]
     elif user and repository:
         notes = visible.filter(scope=Scope.SESSION, user=user, repository=repository).order_by("session", "name")
-        out += ["## Open session notes", ""] + ([_line(n) for n in notes] or ["- (none)"]) + [""]
+        out += ["## Open session notes", ""] + ([digest_line(n) for n in notes] or ["- (none)"]) + [""]
     return "\n".join(out)

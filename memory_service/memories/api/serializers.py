@@ -8,6 +8,7 @@ from memory_service.memories.services import (
     MAX_TAGS,
     MAX_TITLE_CHARS,
 )
+from memory_service.retrieval.render import annotation
 from tenants.identifiers import IDENTIFIER_RE
 
 
@@ -162,7 +163,7 @@ class MemoryOutputSerializer(serializers.Serializer):
         shown["score"] = self.get_score(memory)
         shown["markers"] = self.get_markers(memory)
         shown["status"] = status.status
-        shown["annotation"] = status.annotation
+        shown["annotation"] = annotation(status)
         shown["superseded_by"] = status.superseded_by
         return {name: shown[name] for name in MemoryOutputSerializer._declared_fields}
 
@@ -180,7 +181,8 @@ class MemoryOutputSerializer(serializers.Serializer):
         return self._status(memory).status
 
     def get_annotation(self, memory) -> str:
-        return self._status(memory).annotation
+        """The status marker as agents read it: one line, replacement titles escaped (``retrieval.render``)."""
+        return annotation(self._status(memory))
 
     def get_superseded_by(self, memory) -> list[str]:
         return self._status(memory).superseded_by
