@@ -8,16 +8,17 @@ import csv
 import io
 
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Q
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import path
 from django.utils import timezone
 
 from audit.models import Action, AuditEvent
+from audit.selectors import audit_tenant_ids
 from audit.services import audit_event_record
 from audit.verify import verify_tenant_chain
 from tenants.admin_site import ReadOnlyAdmin
-from tenants.models import Tenant
+from tenants.selectors import tenant_list, tenant_slug_of, tenant_slugs
 from tenants.services import admin_actor
 
 
@@ -26,7 +27,7 @@ class TenantFilter(admin.SimpleListFilter):
     parameter_name = "tenant"
 
     def lookups(self, request, model_admin):
-        return [(str(t.id), t.slug) for t in Tenant.objects.order_by("slug")]
+        return [(str(t.id), t.slug) for t in tenant_list()]
 
     def queryset(self, request, queryset):
         return queryset.filter(tenant_id=self.value()) if self.value() else queryset
@@ -48,7 +49,7 @@ def _admin_actor(request) -> str:
 
 
 def _record(request, *, action: Action, tenant_ids, resource_type: str, details: dict, resource_ids=()) -> None:
-    tenants = {t.id: t for t in Tenant.objects.filter(id__in=set(tenant_ids))}
+    tenants = {t.id: t for t in tenant_list().filter(id__in=set(tenant_ids))}
     for tenant in tenants.values():
         audit_event_record(
             tenant=tenant, actor=_admin_actor(request), action=action, resource_type=resource_type,
@@ -67,8 +68,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
     ordering = ["-at", "-id"]
 
     def get_queryset(self, request):
-        slug = Tenant.objects.filter(id=OuterRef("tenant_id")).values("slug")[:1]
-        return super().get_queryset(request).annotate(tenant_slug=Subquery(slug))
+        return super().get_queryset(request).annotate(tenant_slug=tenant_slug_of("tenant_id"))
 
     @admin.display(description="tenant")
     def tenant_slug(self, event):
@@ -132,10 +132,8 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
     def verify_view(self, request):
         """Verify the chain of every tenant the user may see and report it on the list page."""
-        tenant_ids = [request.user.tenant_id] if request.user.tenant_id else list(
-            AuditEvent.objects.values_list("tenant_id", flat=True).distinct()
-        )  # fmt: skip
-        slugs = dict(Tenant.objects.values_list("id", "slug"))
+        tenant_ids = [request.user.tenant_id] if request.user.tenant_id else audit_tenant_ids()
+        slugs = tenant_slugs()
         for tenant_id in tenant_ids:
             report = verify_tenant_chain(tenant_id)
             name = slugs.get(tenant_id, str(tenant_id))

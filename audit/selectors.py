@@ -6,6 +6,11 @@ from audit.models import AuditEvent
 from tenants.access import Principal, require_unbound
 
 
+def audit_tenant_ids() -> list:
+    """Ids of the tenants that have audit events, as far as the caller's context shows."""
+    return list(AuditEvent.objects.values_list("tenant_id", flat=True).distinct())
+
+
 def audit_event_list(*, principal: Principal, filters: dict) -> QuerySet[AuditEvent]:
     """The tenant's events, newest first, narrowed by action, actor, resource type or id, and time.
 

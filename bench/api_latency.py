@@ -38,7 +38,7 @@ def percentiles(samples: list[float]) -> tuple[float, float, float]:
 
 
 def seed(count: int) -> str:
-    from memory_service.embeddings.services import embed_memories, pending_memory_ids
+    from memory_service.memories.embedding import embed_memories, pending_memory_ids
     from memory_service.memories.services import memory_create
     from tenants.context import tenant_context
     from tenants.services import tenant_create, token_create

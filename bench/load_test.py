@@ -33,7 +33,7 @@ MAX_REQUESTS_PER_LEVEL = 20_000
 
 def seed(memories: int) -> list[dict]:
     """Three tenants of different sizes, each with a token and embedded memories in 4 repositories."""
-    from memory_service.embeddings.services import embed_memories, pending_memory_ids
+    from memory_service.memories.embedding import embed_memories, pending_memory_ids
     from memory_service.memories.services import memory_create
     from tenants.context import tenant_context
     from tenants.services import tenant_create, token_create

@@ -332,7 +332,7 @@ def main() -> int:
         stack.setup_django()
         stack.migrate()
         from bench.perf import corpus, measure
-        from memory_service.memories.masking import masker_version
+        from tenants.masking import masker_version
 
         specs = corpus.tenant_specs()
         tenants = stack.ensure_tenants(specs)

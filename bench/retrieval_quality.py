@@ -116,11 +116,11 @@ def owner_keys(scoped) -> list[str]:
 
 
 def evaluate(token, queries, backend, lexical_cache):
-    from memory_service.memories.masking import mask_query
     from memory_service.memories.models import Memory
     from memory_service.retrieval import search as s
     from memory_service.retrieval.candidates import find_candidates
     from memory_service.retrieval.lexical import lexical_query, script_of
+    from tenants.masking import mask_query
 
     floor = backend.similarity_floor
     backend.similarity_floor = -1.0  # rank everything; the floor is applied below as its own variant
@@ -193,7 +193,7 @@ def main() -> None:
 
     with bench_stack("quality", pg_port=54331, redis_db=6):
         from memory_service.embeddings.backends import build_backend
-        from memory_service.embeddings.services import embed_memories, pending_memory_ids
+        from memory_service.memories.embedding import embed_memories, pending_memory_ids
         from tenants.context import tenant_context
         from tenants.services import tenant_create, token_create
 

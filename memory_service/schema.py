@@ -10,8 +10,8 @@ from drf_spectacular import openapi
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from memory_service.memories.api.serializers import StrictSerializer
-from memory_service.pagination import ApiCursorPagination
+from memory_service.api.pagination import ApiCursorPagination
+from memory_service.api.serializers import StrictSerializer
 
 
 class ErrorDetailSerializer(serializers.Serializer):

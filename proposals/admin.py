@@ -15,10 +15,10 @@ from django.utils.text import Truncator
 
 from memory_service.exceptions import ApplicationError
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal, ProposalStatus
-from proposals.selectors import agents_md_latest, proposal_preview
+from proposals.selectors import agents_document_get, agents_md_latest, proposal_preview
 from proposals.services import agents_md_import, proposal_approve, proposal_reject
 from tenants.admin_site import ReadOnlyAdmin
-from tenants.models import Tenant
+from tenants.selectors import tenant_list
 from tenants.services import admin_actor
 
 
@@ -126,7 +126,7 @@ class VersionInline(admin.TabularInline):
 
 
 class ImportForm(forms.Form):
-    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), required=False)
+    tenant = forms.ModelChoiceField(queryset=tenant_list().none(), required=False)
     repository = forms.RegexField(r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)
     file = forms.FileField(required=False, help_text="AGENTS.md (UTF-8); or paste it below")
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 16, "cols": 100}), required=False, strip=False)
@@ -135,7 +135,7 @@ class ImportForm(forms.Form):
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         if user.is_superuser:
-            self.fields["tenant"].queryset = Tenant.objects.filter(is_active=True).order_by("slug")
+            self.fields["tenant"].queryset = tenant_list(active_only=True)
             self.fields["tenant"].required = True
         else:
             del self.fields["tenant"]
@@ -176,7 +176,7 @@ class AgentsDocumentAdmin(ReadOnlyAdmin):
     def import_view(self, request):
         """Upload a repository's AGENTS.md as a new version (If-Match against the version shown)."""
         document_id = request.GET.get("document", "")
-        document = AgentsDocument.objects.filter(pk=document_id).first() if document_id.isdigit() else None
+        document = agents_document_get(document_id=document_id)
         current = agents_md_latest(tenant=document.tenant, document=document) if document else None
         if request.method == "POST":
             form = ImportForm(request.POST, request.FILES, user=request.user)

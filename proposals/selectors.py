@@ -14,6 +14,13 @@ from tenants.identifiers import validate_identifier
 from tenants.models import Permission, Tenant
 
 
+def agents_document_get(*, document_id: str) -> AgentsDocument | None:
+    """The AGENTS.md document with this id in the caller's context, or None (also for a malformed id)."""
+    if not str(document_id).isdigit():
+        return None
+    return AgentsDocument.objects.filter(pk=int(document_id)).first()
+
+
 def agents_md_latest(*, tenant: Tenant, document: AgentsDocument) -> AgentsDocumentVersion | None:
     """The newest version of ``document``, or None before the first."""
     return AgentsDocumentVersion.objects.for_tenant(tenant).filter(document=document).order_by("-number").first()

@@ -25,13 +25,13 @@ from memory_service.exceptions import (
     PreconditionRequiredError,
     ValidationError,
 )
-from memory_service.memories.masking import mask_fields, masker_version
 from proposals.markdown import insert_addition, parse_section, validate_addition
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal, ProposalStatus, VersionSource
 from proposals.selectors import agents_md_latest
 from tenants.access import Principal, check_repository
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
+from tenants.masking import mask_fields, masker_version
 from tenants.models import Tenant
 from tenants.services import actor_of
 

@@ -5,7 +5,7 @@ They read under whatever context the caller runs in: a tenant context (RLS shows
 """
 
 from django.db import DEFAULT_DB_ALIAS, connection
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from memory_service import rows
 from memory_service.exceptions import NotFoundError
@@ -31,6 +31,23 @@ def tenant_get(*, tenant_id) -> Tenant:
     if tenant is None:
         raise NotFoundError("No such tenant.")
     return tenant
+
+
+def tenant_list(*, active_only: bool = False) -> QuerySet[Tenant]:
+    """The tenants the caller's context shows (every tenant for a platform operator), by slug."""
+    tenants = Tenant.objects.order_by("slug")
+    return tenants.filter(is_active=True) if active_only else tenants
+
+
+def tenant_slugs(*, ids=None) -> dict:
+    """tenant id → slug, for ``ids`` (every visible tenant when None)."""
+    tenants = Tenant.objects.all() if ids is None else Tenant.objects.filter(id__in=list(ids))
+    return dict(tenants.values_list("id", "slug"))
+
+
+def tenant_slug_of(outer_ref: str = "tenant_id") -> Subquery:
+    """A subquery of the slug of the tenant whose id is the outer query's ``outer_ref``."""
+    return Subquery(Tenant.objects.filter(id=OuterRef(outer_ref)).values("slug")[:1])
 
 
 def tenant_active_ids() -> list[str]:

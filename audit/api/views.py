@@ -4,7 +4,8 @@ from rest_framework.views import APIView
 
 from audit.models import Action
 from audit.selectors import audit_event_list
-from memory_service.pagination import ApiCursorPagination
+from memory_service.api.pagination import ApiCursorPagination
+from memory_service.api.serializers import CursorFilterSerializer
 from tenants.models import Permission
 
 
@@ -28,15 +29,13 @@ class AuditEventListApi(APIView):
 
     required_permission = Permission.ADMIN
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(CursorFilterSerializer):
         action = serializers.ChoiceField(choices=Action.choices, required=False)
         actor = serializers.CharField(required=False, max_length=200)
         resource_type = serializers.CharField(required=False, max_length=32)
         resource_id = serializers.CharField(required=False, max_length=64)
         since = serializers.DateTimeField(required=False)
         until = serializers.DateTimeField(required=False)
-        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
-        cursor = serializers.CharField(required=False)
 
     @extend_schema(parameters=[FilterSerializer], responses=AuditEventOutputSerializer(many=True))
     def get(self, request):

@@ -97,7 +97,7 @@ def connect(url: str) -> psycopg.Connection:
 
 
 def embedding_document(row: corpus.Row) -> str:
-    """As memory_service.embeddings.services.embedding_document: title, text, tags, date."""
+    """As memory_service.memories.embedding.embedding_document: title, text, tags, date."""
     parts = [row.title, row.text, " ".join(row.tags), date_terms(row.occurred_at)]
     return "\n".join(p for p in parts if p)
 

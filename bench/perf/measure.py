@@ -833,7 +833,7 @@ def embed_e2e(owner_url: str, tenant_id: str, n_single: int = 60, n_batch: int =
     import psycopg
 
     from memory_service.embeddings.backends import get_backend
-    from memory_service.embeddings.services import embed_memories
+    from memory_service.memories.embedding import embed_memories
     from tenants.context import tenant_context
 
     backend = _AliasBackend(get_backend())

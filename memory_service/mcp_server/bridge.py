@@ -10,7 +10,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_service.exceptions import ApplicationError
-from tenants.access import Principal
+from tenants.access import Principal, require_permission
 from tenants.authentication import authenticate_principal
 
 T = TypeVar("T")
@@ -28,9 +28,9 @@ def _run(raw_token: str, permission: str | None, fn: Callable[[Principal], T]) -
             token = authenticate_principal(raw_token)
             if token is None:
                 raise ToolError("not_authenticated: the token is no longer valid.")
-            if permission and not token.has_permission(permission):
-                raise ToolError(f"permission_denied: the token lacks the '{permission}' permission.")
             try:
+                if permission:
+                    require_permission(token, permission)
                 return fn(token)
             except ApplicationError as exc:
                 raise ToolError(_describe(exc)) from exc

@@ -24,7 +24,6 @@ from memory_service.exceptions import (
     PayloadTooLargeError,
     ValidationError,
 )
-from memory_service.memories.masking import mask_fields, masker_version
 from memory_service.memories.models import (
     ActivityLog,
     Confidence,
@@ -42,6 +41,7 @@ from memory_service.session_context.services import refresh_after_write
 from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
 from tenants.context import tenant_context
 from tenants.identifiers import IDENTIFIER_RE, validate_identifier
+from tenants.masking import mask_fields, masker_version
 from tenants.models import Permission
 from tenants.services import actor_of
 
@@ -184,7 +184,7 @@ def _search_vector(memory: Memory) -> SearchVector:
 
 def _enqueue_embedding(memory: Memory) -> None:
     """After commit, queue the embedding (ids only). A broker outage leaves it pending for the sweep."""
-    from memory_service.embeddings.tasks import enqueue_embedding
+    from memory_service.memories.tasks import enqueue_embedding
 
     tenant_id, memory_id = str(memory.tenant_id), str(memory.id)
     transaction.on_commit(lambda: enqueue_embedding(tenant_id=tenant_id, memory_ids=[memory_id]))

@@ -27,7 +27,6 @@ from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
 from memory_service.embeddings.backends import EmbeddingUnavailable, embed_query_in_background, get_backend
 from memory_service.exceptions import ValidationError
-from memory_service.memories.masking import mask_query
 from memory_service.memories.models import ActivityLog, Kind, Memory, Priority, Scope, owner_key
 from memory_service.memories.selectors import memory_statuses
 from memory_service.memories.status import DerivedStatus
@@ -43,6 +42,7 @@ from memory_service.retrieval.lexical import lexical_query, script_of
 from memory_service.retrieval.render import ContextItem, render_context
 from memory_service.retrieval.side import dense_rows_in_background
 from tenants.access import Principal, memory_visibility, resolve_where
+from tenants.masking import mask_query
 from tenants.services import actor_of
 
 TOP_RANGE = (1, 50)

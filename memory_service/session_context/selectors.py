@@ -25,8 +25,6 @@ LATEST_COUNT = 10
 DECISIONS_MAX = 50
 
 
-
-
 def session_context_render(
     *, token: Principal, user: str = "", repository: str = "", session: str = "", now: datetime | None = None
 ) -> str:

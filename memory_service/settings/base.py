@@ -182,7 +182,7 @@ CELERY_IMPORTS = ("memory_service.workers",)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "memory_service.workers.record_worker_heartbeat", "schedule": 10.0},
-    "embed-pending": {"task": "memory_service.embeddings.tasks.embed_pending_sweep", "schedule": 30.0},
+    "embed-pending": {"task": "memory_service.memories.tasks.embed_pending_sweep", "schedule": 30.0},
     "exports-requeue-stale": {"task": "memory_service.exports.tasks.export_requeue_stale_task", "schedule": 60.0},
     "retention-purge": {"task": "memory_service.retention.tasks.retention_purge_task", "schedule": 3600.0},
 }

@@ -8,9 +8,9 @@ from rest_framework.parsers import BaseParser, JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_service.api.pagination import ApiCursorPagination
+from memory_service.api.serializers import CursorFilterSerializer, StrictSerializer
 from memory_service.exceptions import ValidationError
-from memory_service.memories.api.serializers import StrictSerializer
-from memory_service.pagination import ApiCursorPagination
 from memory_service.schema import error_response
 from proposals.models import ProposalStatus
 from proposals.selectors import agents_md_current, proposal_get, proposal_list
@@ -129,11 +129,9 @@ class ProposalListApi(APIView):
         addition = serializers.CharField(max_length=2000, trim_whitespace=False)
         reasoning = serializers.CharField(max_length=4000, trim_whitespace=False)
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(CursorFilterSerializer):
         repository = serializers.RegexField(IDENTIFIER_RE, required=False)
         status = serializers.ChoiceField(choices=ProposalStatus.choices, required=False)
-        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
-        cursor = serializers.CharField(required=False)
 
     @property
     def required_permission(self):

@@ -5,7 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_service.memories.api.serializers import StrictSerializer
+from memory_service.api.serializers import StrictSerializer
 from tenants.models import Permission
 from tenants.selectors import token_get, token_list
 from tenants.services import token_create, token_revoke

@@ -8,9 +8,9 @@ from django.core.management import call_command
 
 from audit.models import AuditEvent
 from audit.services import user_pseudonym
-from memory_service.embeddings.services import embed_memories, pending_memory_ids
 from memory_service.exports.models import ExportJob, ExportStatus
 from memory_service.exports.services import export_job_run
+from memory_service.memories.embedding import embed_memories, pending_memory_ids
 from memory_service.memories.models import Memory, MemoryEmbedding
 from tenants.context import tenant_context
 from tests.conftest import client_for

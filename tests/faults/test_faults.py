@@ -60,7 +60,7 @@ def test_writes_succeed_while_redis_is_down_and_the_sweep_embeds_them_once_it_is
     ids = [r.json()["id"] for r in (before, *during, after)]
 
     with run_worker(env, name="faults-redis", broker_url=private_redis.url):
-        broker_app(private_redis.url).send_task("memory_service.embeddings.tasks.embed_pending_sweep")
+        broker_app(private_redis.url).send_task("memory_service.memories.tasks.embed_pending_sweep")
         _wait_for(lambda: set(_statuses(tenant, ids)) == {"ready"}, what="the sweep to embed every write")
     with tenant_context(tenant.id):
         assert MemoryEmbedding.objects.filter(memory_id__in=ids).count() == len(ids)
@@ -77,7 +77,7 @@ def test_a_task_whose_worker_is_killed_runs_again_and_its_effect_happens_once(
     }  # fmt: skip
     broker = broker_app(private_redis.url)
     with run_worker(env, name="faults-victim", broker_url=private_redis.url) as victim:
-        broker.send_task("memory_service.embeddings.tasks.embed_memories_task", args=[str(tenant.id), [memory_id]])
+        broker.send_task("memory_service.memories.tasks.embed_memories_task", args=[str(tenant.id), [memory_id]])
         assert fake_embedding_api.first_request.wait(30), "the task never called the embedder"
         os.killpg(victim.pid, signal.SIGKILL)  # the worker and its pool, mid-task
         victim.wait(timeout=10)

@@ -1,7 +1,7 @@
 import pytest
 
 from memory_service.embeddings.backends import get_backend
-from memory_service.embeddings.services import embed_memories, pending_memory_ids
+from memory_service.memories.embedding import embed_memories, pending_memory_ids
 from tenants.context import tenant_context
 
 

@@ -16,7 +16,7 @@ def _status(tenant, memory_id) -> str:
 
 @pytest.mark.django_db
 def test_one_task_embeds_the_backlog_of_its_tenant_in_one_batch(write, tenant, other_tenant, other_client, settings):
-    from memory_service.embeddings.tasks import embed_memories_task
+    from memory_service.memories.tasks import embed_memories_task
 
     ids = [write(text=f"burst note number {n}").json()["id"] for n in range(12)]
     theirs = other_client.post("/api/v1/memories", {"scope": "user", "user": "u9", "text": "not mine"},
@@ -38,7 +38,7 @@ def test_concurrent_tasks_never_claim_the_same_memory(api_client, tenant):
 
     from django.db import connection
 
-    from memory_service.embeddings.services import claim_pending_memory_ids
+    from memory_service.memories.embedding import claim_pending_memory_ids
 
     for n in range(6):
         api_client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": f"claim me {n}"}, format="json")

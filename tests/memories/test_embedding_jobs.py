@@ -6,8 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from memory_service.embeddings.tasks import embed_pending_sweep
 from memory_service.memories.models import Memory, MemoryEmbedding
+from memory_service.memories.tasks import embed_pending_sweep
 from tenants.context import tenant_context
 
 

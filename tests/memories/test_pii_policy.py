@@ -5,8 +5,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory_service.memories.masking import tenant_pii_policy_set
 from tenants.context import tenant_context
+from tenants.masking import tenant_pii_policy_set
 from tests.factories import make_tenant, make_token
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def test_it_masks_only_the_chosen_entities_and_always_secrets(tenant, api_client
 
 
 def test_it_refuses_a_policy_that_needs_a_missing_tier(tenant):
-    from memory_service.memories.masking import PiiTierMissingError
+    from tenants.masking import PiiTierMissingError
 
     with pytest.raises(PiiTierMissingError):
         tenant_pii_policy_set(tenant=tenant, require_ner=True)

@@ -1,4 +1,8 @@
-"""Retrieval against the real embedder and PostgreSQL: candidates, fusion, markers, budget."""
+"""Retrieval against the real embedder and PostgreSQL: candidates, fusion, markers, budget.
+
+On the production path: committed data (a transactional test database) and side connections on,
+so the dense stage runs on a side connection as it does in the service (``retrieval.side``).
+"""
 
 import pytest
 from django.test import override_settings
@@ -6,11 +10,23 @@ from django.test import override_settings
 from audit.models import AuditEvent
 from memory_service.embeddings.backends import get_backend
 from memory_service.memories.models import ActivityLog
+from memory_service.retrieval import side
 from tenants.context import set_current_tenant, tenant_context
 from tests.conftest import client_for
 from tests.factories import make_token
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
+
+
+@pytest.fixture(autouse=True)
+def side_connections():
+    """Searches run their dense stage on a side connection, as in production."""
+    side.close_side_pool()
+    with override_settings(SEARCH_SIDE_CONNECTIONS=2):
+        side.side_pool().wait(timeout=10)
+        yield side.side_pool().get_stats
+    side.close_side_pool()
+
 
 EMAIL = "hanako@example.jp"
 
@@ -28,17 +44,19 @@ def test_it_finds_a_memory_lexically_before_it_is_embedded(write, api_client):
     assert result["degraded"] is False
 
 
-def test_it_finds_a_paraphrase_and_a_cross_lingual_match_by_vector(write, api_client, embed_all):
+def test_it_finds_a_paraphrase_and_a_cross_lingual_match_by_vector(write, api_client, embed_all, side_connections):
     write(text="Connection pool exhaustion was fixed by lowering pool_size to 20", scope="repository", repository="r1")
     write(text="会議は毎週月曜日の午前10時に行う", scope="repository", repository="r1")
     write(text="The frontend uses React with Vite", scope="repository", repository="r1")
     assert embed_all() == 3
+    served_before = side_connections().get("requests_num", 0)
     result = search(api_client, query="too many database connections", top=1)
     assert result["items"][0]["text"].startswith("Connection pool exhaustion")
     result = search(api_client, query="When is the weekly meeting?", top=1)
     assert result["items"][0]["text"] == "会議は毎週月曜日の午前10時に行う"
     result = search(api_client, query="接続プール", top=3)
     assert any(i["text"].startswith("Connection pool") for i in result["items"])
+    assert side_connections().get("requests_num", 0) - served_before == 3  # each dense stage on a side connection
 
 
 def test_it_searches_japanese_with_bigrams(write, api_client):

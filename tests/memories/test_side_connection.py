@@ -13,7 +13,7 @@ from django.test import override_settings
 from psycopg.pq import TransactionStatus
 
 from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
-from memory_service.embeddings.services import embed_memories, pending_memory_ids
+from memory_service.memories.embedding import embed_memories, pending_memory_ids
 from memory_service.retrieval import side
 from tenants.context import tenant_context
 from tests.conftest import ALL_PERMISSIONS, client_for

@@ -1,11 +1,10 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.models import AuditEvent
+from audit.selectors import audit_tenant_ids
 from audit.verify import verify_tenant_chain
 from memory_service.exceptions import ApplicationError
 from tenants.context import platform_context
-from tenants.models import Tenant
-from tenants.selectors import tenant_get_by_slug
+from tenants.selectors import tenant_get_by_slug, tenant_slugs
 
 
 class Command(BaseCommand):
@@ -22,8 +21,8 @@ class Command(BaseCommand):
                 except ApplicationError as exc:
                     raise CommandError(exc.message) from exc
             else:
-                tenant_ids = list(AuditEvent.objects.values_list("tenant_id", flat=True).distinct())
-            slugs = {str(k): v for k, v in Tenant.objects.filter(id__in=tenant_ids).values_list("id", "slug")}
+                tenant_ids = audit_tenant_ids()
+            slugs = {str(k): v for k, v in tenant_slugs(ids=tenant_ids).items()}
             reports = [verify_tenant_chain(tenant_id) for tenant_id in sorted(tenant_ids, key=str)]
         broken = 0
         for report in reports:

@@ -8,8 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from audit.services import user_pseudonym
+from memory_service.api.serializers import StrictSerializer
 from memory_service.erasure.services import user_erase
-from memory_service.memories.api.serializers import StrictSerializer
 from tenants.models import Permission
 
 

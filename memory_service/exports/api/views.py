@@ -7,10 +7,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_service.api.serializers import StrictSerializer
 from memory_service.exports.models import ExportStatus
 from memory_service.exports.selectors import export_job_get
 from memory_service.exports.services import export_job_download, export_job_request
-from memory_service.memories.api.serializers import StrictSerializer
 from tenants.models import Permission
 
 

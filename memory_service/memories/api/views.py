@@ -8,6 +8,8 @@ from rest_framework.exceptions import ValidationError as DrfValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory_service.api.pagination import ApiCursorPagination
+from memory_service.api.serializers import CursorFilterSerializer
 from memory_service.exceptions import ApplicationError, ValidationError, error_for
 from memory_service.memories.api.serializers import (
     MemoryInputSerializer,
@@ -27,7 +29,6 @@ from memory_service.memories.services import (
     memory_update,
     session_note_write,
 )
-from memory_service.pagination import ApiCursorPagination
 from memory_service.retrieval.search import BUDGET_RANGE, MAX_QUERY_CHARS, TOP_RANGE, memory_search
 from memory_service.schema import ErrorDetailSerializer, error_response
 from tenants.identifiers import IDENTIFIER_RE
@@ -65,7 +66,7 @@ def _validated(serializer_class, data, **kwargs) -> dict:
 class MemoryListApi(APIView):
     """``GET`` lists memories (``memory:read``); ``POST`` stores one (``memory:write``)."""
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(CursorFilterSerializer):
         scope = serializers.ChoiceField(choices=Scope.choices, required=False)
         kind = serializers.ChoiceField(choices=Kind.choices, required=False)
         confidence = serializers.ChoiceField(choices=Confidence.choices, required=False)
@@ -74,8 +75,6 @@ class MemoryListApi(APIView):
         repository = serializers.RegexField(IDENTIFIER_RE, required=False)
         session = serializers.RegexField(IDENTIFIER_RE, required=False)
         tag = serializers.CharField(required=False, max_length=64)
-        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
-        cursor = serializers.CharField(required=False)
 
     @property
     def required_permission(self):
@@ -268,10 +267,8 @@ class DecisionListApi(APIView):
 
     required_permission = Permission.MEMORY_READ
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(CursorFilterSerializer):
         repository = serializers.RegexField(IDENTIFIER_RE)
-        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
-        cursor = serializers.CharField(required=False)
 
     @extend_schema(parameters=[FilterSerializer], responses=MemoryOutputSerializer(many=True))
     def get(self, request):
@@ -287,7 +284,7 @@ class ActivityListApi(APIView):
 
     required_permission = Permission.ADMIN
 
-    class FilterSerializer(serializers.Serializer):
+    class FilterSerializer(CursorFilterSerializer):
         operation = serializers.ChoiceField(choices=ActivityLog.Operation.choices, required=False)
         client = serializers.CharField(required=False, max_length=50)
         since = serializers.DateTimeField(required=False)
@@ -295,8 +292,6 @@ class ActivityListApi(APIView):
         zero_hits = serializers.BooleanField(
             required=False, default=False, help_text="Only searches that found nothing"
         )
-        limit = serializers.IntegerField(required=False, min_value=1, max_value=200)
-        cursor = serializers.CharField(required=False)
 
     class OutputSerializer(serializers.Serializer):
         id = serializers.IntegerField()

@@ -1,9 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from memory_service.exceptions import ApplicationError
-from memory_service.memories.masking import tenant_pii_policy_set
 from memory_service.pii import ENTITY_TYPES
 from tenants.context import platform_context
+from tenants.masking import tenant_pii_policy_set
 from tenants.selectors import tenant_get_by_slug
 
 

@@ -78,3 +78,19 @@ def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None) -> in
             embedding_status=EmbeddingStatus.READY, embedding_model=backend.model_id
         )
     return len(memories)
+
+
+def memories_without_vector_count(*, model: str) -> int:
+    """How many memories (of every tenant the caller's context shows) have no vector of ``model``."""
+    return Memory.objects.exclude(embeddings__model=model).count()
+
+
+def memory_tenant_ids() -> list[str]:
+    """Ids of the tenants that have memories, as far as the caller's context shows."""
+    return [str(t) for t in Memory.objects.values_list("tenant_id", flat=True).distinct()]
+
+
+def vectors_of_other_models_delete(*, model: str) -> int:
+    """Delete every vector not made by ``model``; returns how many rows were deleted."""
+    deleted, _ = MemoryEmbedding.objects.exclude(model=model).delete()
+    return deleted

@@ -3,8 +3,13 @@ from django.db import connections
 from tqdm import tqdm
 
 from memory_service.embeddings.backends import build_backend
-from memory_service.embeddings.services import embed_memories, pending_memory_ids
-from memory_service.memories.models import Memory, MemoryEmbedding
+from memory_service.memories.embedding import (
+    embed_memories,
+    memories_without_vector_count,
+    memory_tenant_ids,
+    pending_memory_ids,
+    vectors_of_other_models_delete,
+)
 from tenants.context import ADMIN_DB_ALIAS, platform_context
 
 
@@ -26,8 +31,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         self._ensure_index(backend)
         with platform_context():
-            total = Memory.objects.exclude(embeddings__model=backend.model_id).count()
-            tenant_ids = [str(t) for t in Memory.objects.values_list("tenant_id", flat=True).distinct()]
+            total = memories_without_vector_count(model=backend.model_id)
+            tenant_ids = memory_tenant_ids()
         self.stdout.write(f"Embedding {total} memories with {backend.model_id} ({backend.dimension}-d).")
         failed = 0
         with tqdm(total=total, unit="memory", disable=None) as progress:
@@ -47,7 +52,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Every memory has a vector in {backend.model_id}."))
         if options["prune"]:
             with platform_context():
-                deleted, _ = MemoryEmbedding.objects.exclude(model=backend.model_id).delete()
+                deleted = vectors_of_other_models_delete(model=backend.model_id)
             self.stdout.write(f"Deleted {deleted} vectors of other models.")
         else:
             self.stdout.write(f"Now set EMBEDDING_BACKEND={options['backend']} and restart the web server and workers.")

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from memory_service.embeddings.services import claim_pending_memory_ids, embed_memories, pending_memory_ids
+from memory_service.memories.embedding import claim_pending_memory_ids, embed_memories, pending_memory_ids
 from tenants.context import tenant_context
 
 logger = logging.getLogger(__name__)
@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 SWEEP_BATCH = 256
 
 
-@shared_task(name="memory_service.embeddings.tasks.embed_memories_task", acks_late=True, ignore_result=True)
+@shared_task(name="memory_service.memories.tasks.embed_memories_task", acks_late=True, ignore_result=True)
 def embed_memories_task(tenant_id: str, memory_ids: list[str]) -> None:
     """Embed these memories of one tenant, and up to ``EMBEDDING_TASK_BATCH`` others still pending,
     in one batch: under a burst of writes the first task embeds the backlog and the tasks queued
@@ -25,7 +25,7 @@ def embed_memories_task(tenant_id: str, memory_ids: list[str]) -> None:
             embed_memories(tenant_id=tenant_id, memory_ids=ids)
 
 
-@shared_task(name="memory_service.embeddings.tasks.embed_pending_sweep", ignore_result=True)
+@shared_task(name="memory_service.memories.tasks.embed_pending_sweep", ignore_result=True)
 def embed_pending_sweep() -> int:
     """Embed whatever is still pending in every active tenant (writes made while the broker or
     the embedder was down). Returns how many memories it embedded."""

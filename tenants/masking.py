@@ -1,4 +1,5 @@
-"""Masking applied to memories: the tenant's policy, and every free-text field of a write."""
+"""Masking of the free-text fields of a request under its tenant's policy: every interface that stores,
+queues or logs client text (memories, proposals, search queries) masks it here first."""
 
 from dataclasses import dataclass
 
