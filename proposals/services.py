@@ -25,6 +25,7 @@ from memory_service.exceptions import (
     PreconditionRequiredError,
     ValidationError,
 )
+from memory_service.inputs import check_storable
 from memory_service.memories.masking import mask_fields, masker_version
 from memory_service.memories.selectors import check_repository_binding
 from proposals.markdown import insert_addition, parse_section, validate_addition
@@ -189,6 +190,7 @@ def proposal_file(
         raise ValidationError(
             f"'reasoning' exceeds {MAX_REASONING_CHARS} characters.", fields={"reasoning": ["Too long."]}
         )
+    check_storable({"section": section, "addition": addition, "reasoning": reasoning})  # before hashing
     key = _addition_key(token.tenant, addition)
     masked = mask_fields(tenant=token.tenant, fields={"section": section, "addition": addition, "reasoning": reasoning})
     with tenant_context(token.tenant_id):

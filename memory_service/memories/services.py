@@ -25,6 +25,7 @@ from memory_service.exceptions import (
     PermissionDeniedError,
     ValidationError,
 )
+from memory_service.inputs import check_storable
 from memory_service.memories.masking import mask_fields, masker_version
 from memory_service.memories.models import (
     ActivityLog,
@@ -233,6 +234,8 @@ def memory_create(
     owner = resolve_owner(token=token, scope=scope, user=user, repository=repository, session=session)
     tags = tags or []
     metadata = metadata or {}
+    # Before hashing: a lone surrogate cannot even be encoded.
+    check_storable({"text": text, "title": title, "tags": tags, "metadata": metadata, "solved_query": solved_query})
     raw_request = json.dumps(
         [owner.key(), text, kind, priority, title, tags, metadata, solved_query, lifecycle, str(occurred_at)],
         sort_keys=True,

@@ -208,7 +208,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasTokenPermission"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memory_service.parsers.JsonParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "memory_service.negotiation.LenientContentNegotiation",
     "DEFAULT_SCHEMA_CLASS": "memory_service.schema.AutoSchema",
     "EXCEPTION_HANDLER": "memory_service.exceptions.exception_handler",
