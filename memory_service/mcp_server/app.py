@@ -7,6 +7,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server.transport_security import TransportSecuritySettings
 
+from memory_service.exceptions import PayloadTooLargeError, ValidationError
+from memory_service.inputs import check_json_body
 from memory_service.mcp_server.auth import verify_raw_token
 from memory_service.mcp_server.server import build_server
 from memory_service.ratelimit import rate_limit_retry_after, token_prefix_from_header
@@ -21,8 +23,10 @@ def _allowed_hosts() -> list[str]:
     return hosts
 
 
-async def _json_error(send, status: int, code: str, message: str, headers: dict | None = None) -> None:
-    body = json.dumps({"error": {"code": code, "message": message, "fields": {}}}).encode()
+async def _json_error(
+    send, status: int, code: str, message: str, headers: dict | None = None, fields: dict | None = None
+) -> None:
+    body = json.dumps({"error": {"code": code, "message": message, "fields": fields or {}}}).encode()
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})
@@ -36,11 +40,44 @@ def _authorization(scope) -> str:
     return ""
 
 
+async def _read_body(scope, receive) -> bytes | None:
+    """The whole request body, or None once it exceeds MAX_REQUEST_BYTES."""
+    limit = settings.MAX_REQUEST_BYTES
+    for name, value in scope.get("headers", []):
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            return None
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away; the SDK sees an empty body
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replaying(body: bytes, receive):
+    """A ``receive`` that hands out ``body`` once, then whatever the client sends next (a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay():
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
 class MemoryServiceApp:
     """Routes MCP requests to the SDK's streamable-HTTP app and the rest to Django.
 
     Lifespan goes to the MCP app (its session manager needs it; Django rejects lifespan). On the
-    per-tenant path the token's tenant must be the one named, else 404.
+    per-tenant path the token's tenant must be the one named, else 404. A request body is read here
+    first, as REST's are: over MAX_REQUEST_BYTES it is a 413, and JSON nested too deep or holding a
+    lone surrogate is a 400 naming the argument, never its value (memory_service.inputs).
     """
 
     def __init__(self, django_app):
@@ -78,4 +115,14 @@ class MemoryServiceApp:
             )
             if found is not None and found[0] != tenant_match["slug"]:
                 return await _json_error(send, 404, "not_found", "Not found.")
+        if scope["method"] == "POST":
+            body = await _read_body(scope, receive)
+            if body is None:
+                message = f"The request body exceeds {settings.MAX_REQUEST_BYTES} bytes."
+                return await _json_error(send, 413, PayloadTooLargeError.code, message)
+            try:
+                check_json_body(body, fields_at=("params", "arguments"))  # errors name the tool argument
+            except ValidationError as exc:
+                return await _json_error(send, 400, exc.code, exc.message, fields=exc.fields)
+            receive = _replaying(body, receive)
         return await self.mcp_app(scope | {"path": "/mcp", "raw_path": b"/mcp"}, receive, send)
