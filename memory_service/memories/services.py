@@ -21,6 +21,7 @@ from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
 from memory_service.exceptions import (
     ConflictError,
+    NotFoundError,
     PayloadTooLargeError,
     PermissionDeniedError,
     ValidationError,
@@ -333,6 +334,20 @@ EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", 
                    "valid_until", "occurred_at"}  # fmt: skip
 
 
+def _locked_memory(*, token: ApiToken, memory_id) -> Memory:
+    """The memory ``memory_get`` returns, locked until the transaction ends; NotFoundError if it
+    was deleted while we waited for the lock.
+
+    The lock also waits for an embedder writing the memory's vector (it holds the row meanwhile),
+    so a delete or an edit that follows sees that vector and removes it.
+    """
+    visible = memory_get(token=token, memory_id=memory_id)
+    memory = Memory.objects.for_tenant(token.tenant).select_for_update(of=("self",)).filter(id=visible.id).first()
+    if memory is None:
+        raise NotFoundError()
+    return memory
+
+
 def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteResult:
     """Edit a memory the token can read: free text is re-masked and the memory re-embedded.
 
@@ -344,8 +359,7 @@ def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteRe
     validate_fields(**{k: v for k, v in changes.items() if k in ("kind", "priority", "lifecycle", "title", "tags",
                                                                  "metadata", "solved_query")})  # fmt: skip
     with transaction.atomic():
-        visible = memory_get(token=token, memory_id=memory_id)
-        memory = Memory.objects.for_tenant(token.tenant).select_for_update().get(id=visible.id)
+        memory = _locked_memory(token=token, memory_id=memory_id)
         free_text = {name: changes[name] for name in MASKED_FIELDS if name in changes}
         masked = mask_fields(tenant=token.tenant, fields=free_text)
         for name, value in (changes | masked.values).items():
@@ -382,7 +396,7 @@ def memory_update(*, token: ApiToken, memory_id, changes: dict) -> MemoryWriteRe
 def memory_delete(*, token: ApiToken, memory_id) -> None:
     """Delete a memory the token can read, with its vectors and supersession links."""
     with transaction.atomic():
-        memory = memory_get(token=token, memory_id=memory_id)
+        memory = _locked_memory(token=token, memory_id=memory_id)
         _record_write(token=token, action=Action.DELETE, memory=memory, details={})
         refresh_after_write(memory)
         memory.delete()
