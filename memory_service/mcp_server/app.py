@@ -9,9 +9,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from memory_service.exceptions import PayloadTooLargeError, ValidationError
 from memory_service.inputs import check_json_body
-from memory_service.mcp_server.auth import verify_raw_token
+from memory_service.mcp_server.auth import remember_verified, verify_raw_token
 from memory_service.mcp_server.server import build_server
-from memory_service.ratelimit import rate_limit_retry_after, token_prefix_from_header
+from memory_service.ratelimit import auth_failure_retry_after, token_request_retry_after
 
 TENANT_MCP_PATH = re.compile(r"^/t/(?P<slug>[A-Za-z0-9-]{1,63})/mcp/?$")
 
@@ -33,11 +33,18 @@ async def _json_error(
     await send({"type": "http.response.body", "body": body})
 
 
-def _authorization(scope) -> str:
+def _bearer_token(scope) -> str | None:
+    """The bearer token of the request, taken as the SDK takes it; None without one."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            return value.decode("latin-1")
-    return ""
+            authorization = value.decode("latin-1")
+            return authorization[7:] if authorization.lower().startswith("bearer ") else None
+    return None
+
+
+def _client_address(scope) -> str:
+    client = scope.get("client")
+    return client[0] if client else "unknown"
 
 
 async def _read_body(scope, receive) -> bytes | None:
@@ -74,8 +81,10 @@ def _replaying(body: bytes, receive):
 class MemoryServiceApp:
     """Routes MCP requests to the SDK's streamable-HTTP app and the rest to Django.
 
-    Lifespan goes to the MCP app (its session manager needs it; Django rejects lifespan). On the
-    per-tenant path the token's tenant must be the one named, else 404. A request body is read here
+    Lifespan goes to the MCP app (its session manager needs it; Django rejects lifespan). The bearer
+    token is verified here first, for the rate limits REST applies too (memory_service.ratelimit):
+    a verified token's requests count against it, a failed one against the client's address. On
+    the per-tenant path the token's tenant must be the one named, else 404. A request body is read here
     first, as REST's are: over MAX_REQUEST_BYTES it is a 413, and JSON nested too deep or holding a
     lone surrogate is a 400 naming the argument, never its value (memory_service.inputs).
     """
@@ -104,17 +113,22 @@ class MemoryServiceApp:
         if path not in ("/mcp", "/mcp/") and tenant_match is None:
             return await self.django_app(scope, receive, send)
 
-        authorization = _authorization(scope)
-        prefix = token_prefix_from_header(authorization)
-        retry_after = rate_limit_retry_after(prefix) if prefix else None
-        if retry_after is not None:
-            return await _json_error(send, 429, "rate_limited", "Too many requests.", {"Retry-After": str(retry_after)})
-        if tenant_match is not None and prefix is not None:
-            found = await sync_to_async(verify_raw_token, thread_sensitive=False)(
-                authorization.split(" ", 1)[1].strip()
-            )
-            if found is not None and found[0] != tenant_match["slug"]:
-                return await _json_error(send, 404, "not_found", "Not found.")
+        raw = _bearer_token(scope)
+        if raw is not None:
+            found = await sync_to_async(verify_raw_token, thread_sensitive=False)(raw)
+            remember_verified(raw, found)  # the SDK's verifier reuses the result
+            if found is None:  # the SDK answers 401, or we 429 once the address fails too often
+                retry_after = auth_failure_retry_after(_client_address(scope))
+                if retry_after is not None:
+                    message = "Too many failed authentications from this address."
+                    return await _json_error(send, 429, "rate_limited", message, {"Retry-After": str(retry_after)})
+            else:
+                retry_after = token_request_retry_after(raw.partition(".")[0])
+                if retry_after is not None:
+                    message = "Too many requests."
+                    return await _json_error(send, 429, "rate_limited", message, {"Retry-After": str(retry_after)})
+                if tenant_match is not None and found[0] != tenant_match["slug"]:
+                    return await _json_error(send, 404, "not_found", "Not found.")
         if scope["method"] == "POST":
             body = await _read_body(scope, receive)
             if body is None:

@@ -73,7 +73,6 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "memory_service.middleware.RequestLogMiddleware",
     "memory_service.middleware.RequestSizeLimitMiddleware",
-    "memory_service.middleware.RateLimitMiddleware",
     "memory_service.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -254,8 +253,10 @@ AUDIT_HMAC_KEY = env.str("AUDIT_HMAC_KEY")
 # PII masking. Pseudonym keys are versioned: "2:newkey,1:oldkey"; the first is current.
 PII_PSEUDONYM_KEYS = env.str("PII_PSEUDONYM_KEYS", default="")
 
-# Requests per token per minute, REST and MCP together (0 disables).
+# Requests per authenticated token per minute, REST and MCP together (0 disables); failed
+# authentications per client address per minute before they get 429 instead of 401 (0 disables).
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
+AUTH_FAILURES_PER_MINUTE = env.int("AUTH_FAILURES_PER_MINUTE", default=30)
 
 # The URL clients reach the service at (MCP's protected-resource metadata names it).
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
