@@ -6,6 +6,7 @@ content is the value), which is how Docker secrets are mounted.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_prometheus",
+    "axes",
     "tenants",
     "memory_service.memories",
     "memory_service.embeddings",
@@ -82,6 +84,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -135,6 +138,16 @@ DATABASE_ROUTERS = ["tenants.routers.TenantDatabaseRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "tenants.User"
+# django-axes checks every password login (the admin's) before Django's own backend: after
+# ADMIN_LOGIN_FAILURE_LIMIT wrong passwords for one username from one client address, that pair is
+# refused (429, the right password too) for ADMIN_LOGIN_COOLOFF_MINUTES. Other users, and the same
+# user from elsewhere, are unaffected. Successful logins are not recorded (the audit trail is ours).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("ADMIN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -243,6 +256,8 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.server": {"handlers": [], "propagate": False},
         "presidio-analyzer": {"level": "WARNING"},
+        # Lock-outs are warnings (usernames and addresses masked); every failure and start-up is not.
+        "axes": {"level": "WARNING"},
     },
 }
 
