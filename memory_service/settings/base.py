@@ -37,6 +37,7 @@ _read_file_secrets(
         "AUDIT_HMAC_KEY",
         "PII_PSEUDONYM_KEYS",
         "EMBEDDING_API_KEY",
+        "METRICS_TOKEN",
     ]
 )
 
@@ -215,6 +216,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # A worker is considered alive when its heartbeat is younger than this.
 WORKER_HEARTBEAT_MAX_AGE = env.int("WORKER_HEARTBEAT_MAX_AGE", default=60)
+# /metrics and the details of /readyz are for loopback clients and for this bearer token (empty:
+# loopback only). /readyz reuses its embedding probe's outcome for this many seconds.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+READINESS_EMBEDDING_CACHE_SECONDS = env.float("READINESS_EMBEDDING_CACHE_SECONDS", default=5.0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiTokenAuthentication"],
