@@ -9,6 +9,7 @@ import pytest
 from memory_service.inputs import MAX_JSON_DEPTH
 from tests.conftest import client_for, log_file
 from tests.factories import make_tenant, make_token
+from tests.mcp.helpers import call
 
 pytestmark = [pytest.mark.django_db(transaction=True, databases=["default", "admin"])]
 
@@ -103,3 +104,38 @@ def test_it_answers_413_for_an_mcp_body_over_the_size_limit(live_server_url, acm
     response = post_tool_call(f"{live_server_url}/mcp/", acme[1], "add_note",
                               json.dumps({"text": text, "repository": "r1"}), modern=False)  # fmt: skip
     assert assert_refused(response, log, status=413)["code"] == "too_large"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("add_note", {"text": 5, "repository": "r1", "title": [CANARY]},
+         {"text": "Input should be a valid string", "title": "Input should be a valid string"}),
+        ("add_note", {"text": "ok", "repository": "r1", "tags": ["fine", {"k": CANARY}]},
+         {"tags.1": "Input should be a valid string"}),
+        ("search_memory", {"query": "q", "repository": "r1", "top": 987654321},
+         {"top": "Input should be less than or equal to 50"}),
+        ("search_memory", {"query": "q", "repository": "r1", "budget_bytes": f"{CANARY}"},
+         {"budget_bytes": "Input should be a valid integer, unable to parse string as an integer"}),
+        ("supersede_memory", {"memory_id": "x", "by": "y", "partial": CANARY},
+         {"partial": "Input should be a valid boolean, unable to interpret input"}),
+        ("write_session_note", {"session": "s1", "text": CANARY}, {"name": "Field required"}),
+    ],
+)  # fmt: skip
+def test_it_names_the_wrong_argument_and_why_but_never_its_value(live_server_url, acme, tool, arguments, expected):
+    log = ServerLog()
+    error, message = call(f"{live_server_url}/mcp/", acme[1], tool, arguments)
+    assert error is True
+    for argument, why in expected.items():
+        assert f"{argument}: {why}" in message
+    assert CANARY not in message and "987654321" not in message and "input_value" not in message
+    assert CANARY not in log.text() and "987654321" not in log.text()
+    assert stored_texts(acme[1]) == []
+
+
+def test_it_words_argument_errors_the_same_on_the_older_protocol_path(live_server_url, acme):
+    response = post_tool_call(f"{live_server_url}/mcp/", acme[1], "add_note",
+                              f'{{"text": ["{CANARY}"], "repository": "r1"}}', modern=False)  # fmt: skip
+    result = response.json()["result"]
+    assert result["isError"] is True
+    assert "text: Input should be a valid string" in result["content"][0]["text"] and CANARY not in response.text
