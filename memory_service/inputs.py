@@ -1,10 +1,10 @@
 """Checks on raw input that every interface shares: how deep a JSON document may nest and which
 characters no field may hold.
 
-REST bodies go through ``memory_service.parsers.JsonParser`` and MCP bodies through ``check_json_body`` before the
-SDK sees them; the services refuse the same characters again (``check_storable``), so a
-command or an admin action cannot store what an API request could not. Errors name the field,
-never the value.
+REST bodies go through ``memory_service.parsers.JsonParser``, MCP bodies through
+``check_json_body`` before the SDK sees them; the services refuse the same characters again
+(``check_storable``), so a command or an MCP tool cannot store what a REST request could not.
+Errors name the field, never the value.
 """
 
 import json
@@ -20,8 +20,8 @@ LONE_SURROGATE = "Contains a lone surrogate (\\ud800-\\udfff), which is not a ch
 
 # Python's json decoder joins a valid surrogate pair into one character: whatever is left is lone.
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
-# A top-level key is named in an error only when it looks like a field name (client-chosen keys may
-# hold personal data).
+# A key is named in an error only when it looks like a field name (client-chosen keys may hold
+# personal data).
 _FIELD_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
