@@ -1,4 +1,4 @@
-"""Request logging, size and rate limits, and the API's answer when the database is down.
+"""Request logging, the size limit, and the API's answer when the database is down.
 
 None of them ever reads or logs a request body."""
 
@@ -8,8 +8,7 @@ import time
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from memory_service.exceptions import PayloadTooLargeError, RateLimitedError, error_for, error_response
-from memory_service.ratelimit import rate_limit_retry_after, token_prefix_from_header
+from memory_service.exceptions import PayloadTooLargeError, error_for, error_response
 
 logger = logging.getLogger("memory_service.request")
 
@@ -56,23 +55,6 @@ class RequestSizeLimitMiddleware:
                 f"The request body exceeds {settings.MAX_REQUEST_BYTES} bytes.",
                 413,
             )
-        return self.get_response(request)
-
-
-class RateLimitMiddleware:
-    """429 with Retry-After once a token exceeds RATE_LIMIT_PER_MINUTE on the API."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        if request.path.startswith("/api/v1/"):
-            prefix = token_prefix_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
-            retry_after = rate_limit_retry_after(prefix) if prefix else None
-            if retry_after is not None:
-                response = error_response(RateLimitedError.code, RateLimitedError.default_message, 429)
-                response["Retry-After"] = str(retry_after)
-                return response
         return self.get_response(request)
 
 

@@ -1,6 +1,5 @@
 from django.contrib import admin
 from django.urls import include, path
-from django_prometheus.exports import ExportToDjangoView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memory_service import health
@@ -9,7 +8,7 @@ from memory_service.errors import api_aware_404, api_aware_500
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("metrics", ExportToDjangoView, name="metrics"),
+    path("metrics", health.metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("api/v1/", include("memory_service.api_urls")),

@@ -25,6 +25,7 @@ from memory_service.exceptions import (
     PreconditionRequiredError,
     ValidationError,
 )
+from memory_service.inputs import check_storable
 from proposals.markdown import insert_addition, parse_section, validate_addition
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal, ProposalStatus, VersionSource
 from proposals.selectors import agents_md_latest
@@ -190,6 +191,7 @@ def proposal_file(
         raise ValidationError(
             f"'reasoning' exceeds {MAX_REASONING_CHARS} characters.", fields={"reasoning": ["Too long."]}
         )
+    check_storable({"section": section, "addition": addition, "reasoning": reasoning})  # before hashing
     key = _addition_key(token.tenant, addition)
     masked = mask_fields(tenant=token.tenant, fields={"section": section, "addition": addition, "reasoning": reasoning})
     with tenant_context(token.tenant_id):

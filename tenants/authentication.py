@@ -3,6 +3,8 @@
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 
+from memory_service.exceptions import RateLimitedError
+from memory_service.ratelimit import auth_failure_retry_after, token_request_retry_after
 from tenants.access import Principal
 from tenants.models import ApiToken
 from tenants.selectors import tenant_bind, token_for_prefix
@@ -38,10 +40,27 @@ def authenticate_principal(raw: str) -> Principal | None:
     return Principal.from_token(token) if token is not None else None
 
 
+def failed_authentication(address: str) -> Exception:
+    """The error for a failed authentication from ``address``: 401, or 429 once the address has
+    failed more than ``AUTH_FAILURES_PER_MINUTE`` times in the current minute."""
+    retry_after = auth_failure_retry_after(address)
+    if retry_after is not None:
+        return RateLimitedError("Too many failed authentications from this address.", retry_after=retry_after)
+    return exceptions.AuthenticationFailed()
+
+
+def rate_limited(token: ApiToken | Principal) -> RateLimitedError | None:
+    """Count a request of an authenticated token; the error to raise once it is over its limit."""
+    retry_after = token_request_retry_after(token.prefix)
+    return None if retry_after is None else RateLimitedError(retry_after=retry_after)
+
+
 class ApiTokenAuthentication(BaseAuthentication):
     """``Authorization: Bearer <token>`` → ``request.auth`` is the token's ``Principal``, tenant set for RLS.
 
-    Relies on ATOMIC_REQUESTS: the request's transaction carries the tenant setting.
+    A bad token is a 401 (429 once its client address fails too often); a good one is counted
+    against its own rate limit (429 beyond). Relies on ATOMIC_REQUESTS: the request's transaction
+    carries the tenant setting.
     """
 
     keyword = b"bearer"
@@ -50,15 +69,17 @@ class ApiTokenAuthentication(BaseAuthentication):
         parts = get_authorization_header(request).split()
         if not parts or parts[0].lower() != self.keyword:
             return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed()
+        address = request.META.get("REMOTE_ADDR") or "unknown"
         try:
-            raw = parts[1].decode("ascii")
-        except UnicodeDecodeError as exc:
-            raise exceptions.AuthenticationFailed() from exc
-        principal = authenticate_principal(raw)
+            raw = parts[1].decode("ascii") if len(parts) == 2 else ""
+        except UnicodeDecodeError:
+            raw = ""
+        principal = authenticate_principal(raw) if raw else None
         if principal is None:
-            raise exceptions.AuthenticationFailed()
+            raise failed_authentication(address)
+        error = rate_limited(principal)
+        if error is not None:
+            raise error
         return (TokenUser(principal), principal)
 
     def authenticate_header(self, request):

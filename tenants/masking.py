@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from memory_service.exceptions import ApplicationError, ValidationError
+from memory_service.inputs import check_storable
 from memory_service.pii import MaskingPolicy, PiiTierUnavailable, get_masker
 from tenants.context import tenant_context
 from tenants.models import PiiMode, Tenant
@@ -56,29 +57,14 @@ def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
         total[entity] = total.get(entity, 0) + count
 
 
-def _has_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    if isinstance(value, dict):
-        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
-    return False
-
-
 def mask_fields(*, tenant: Tenant, fields: dict) -> Masked:
     """Mask every free-text value in ``fields``: strings, lists of strings (tags) and the string
     values of a flat or nested JSON object (metadata; keys are identifiers and stay).
 
     Raises PiiTierMissingError when the tenant's policy needs a tier this process lacks, and
-    ValidationError for a NUL character (PostgreSQL can store it neither in text nor in jsonb).
+    ValidationError naming the field for a character that cannot be stored (a NUL, a lone surrogate).
     """
-    for name, value in fields.items():
-        if _has_nul(value):
-            raise ValidationError(
-                f"'{name}' contains a NUL character, which cannot be stored.",
-                fields={name: ["NUL characters are not allowed."]},
-            )
+    check_storable(fields)
     masker = get_masker()
     policy = tenant_masking_policy(tenant)
     counts: dict[str, int] = {}

@@ -2,14 +2,24 @@
 
 from urllib.parse import parse_qs, urlparse
 
-from rest_framework.pagination import CursorPagination
+from django.utils.dateparse import parse_datetime
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.response import Response
 
 from memory_service.exceptions import ValidationError
 
 
+def _invalid_cursor() -> ValidationError:
+    return ValidationError("'cursor' is not valid.", fields={"cursor": ["Invalid cursor."]})
+
+
 class ApiCursorPagination(CursorPagination):
-    """``limit`` defaults to 50 and may not exceed 200; ``cursor`` is the opaque ``next`` value."""
+    """``limit`` defaults to 50 and may not exceed 200; ``cursor`` is the opaque ``next`` value.
+
+    Every ordering starts with a timestamp, so a cursor's position is one: anything else a client
+    puts there is a 400 before it reaches a query.
+    """
 
     page_size = 50
     max_page_size = 200
@@ -27,11 +37,21 @@ class ApiCursorPagination(CursorPagination):
             )
         return int(raw)
 
-    def decode_cursor(self, request):
+    def decode_cursor(self, request) -> Cursor | None:
+        """The cursor of the request, None without one; ValidationError (400) for one we did not
+        issue. DRF checks only the encoding and the offset, and answers 404 for those."""
         try:
-            return super().decode_cursor(request)
-        except Exception as exc:  # DRF raises NotFound for a bad cursor; that is bad input, not 404
-            raise ValidationError("'cursor' is not valid.", fields={"cursor": ["Invalid cursor."]}) from exc
+            cursor = super().decode_cursor(request)
+        except NotFound as exc:
+            raise _invalid_cursor() from exc
+        if cursor is not None and cursor.position is not None:
+            try:
+                position = parse_datetime(cursor.position)
+            except ValueError as exc:  # well-formed but impossible, such as month 13
+                raise _invalid_cursor() from exc
+            if position is None or position.tzinfo is None:
+                raise _invalid_cursor()
+        return cursor
 
     def next_cursor(self) -> str | None:
         url = self.get_next_link()

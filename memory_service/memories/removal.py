@@ -26,6 +26,12 @@ class RemovedMemories:
 
 
 def _remove(*, tenant: Tenant, memories) -> RemovedMemories:
+    # Lock the rows first (in id order, as every locker of several memories should). An embedder
+    # writing one of their vectors holds its row: we wait for it to commit, then count and delete
+    # that vector too, instead of leaving it to fail the foreign key at commit. Embedders skip
+    # rows we hold. Only the rows locked here are removed.
+    locked = list(memories.order_by("id").select_for_update(of=("self",)).values_list("id", flat=True))
+    memories = Memory.objects.for_tenant(tenant).filter(id__in=locked)
     ids = memories.values("id")
     embeddings = MemoryEmbedding.objects.for_tenant(tenant).filter(memory__in=ids).count()
     supersessions = Supersession.objects.for_tenant(tenant).filter(Q(old__in=ids) | Q(new__in=ids)).count()

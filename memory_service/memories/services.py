@@ -21,9 +21,11 @@ from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
 from memory_service.exceptions import (
     ConflictError,
+    NotFoundError,
     PayloadTooLargeError,
     ValidationError,
 )
+from memory_service.inputs import check_storable
 from memory_service.memories.models import (
     ActivityLog,
     Confidence,
@@ -247,6 +249,8 @@ def memory_create(
     owner = resolve_owner(token=token, scope=scope, user=user, repository=repository, session=session)
     tags = tags or []
     metadata = metadata or {}
+    # Before hashing: a lone surrogate cannot even be encoded.
+    check_storable({"text": text, "title": title, "tags": tags, "metadata": metadata, "solved_query": solved_query})
     raw_request = json.dumps(
         [owner.key(), text, kind, priority, title, tags, metadata, solved_query, lifecycle, str(occurred_at)],
         sort_keys=True,
@@ -346,6 +350,20 @@ EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", 
                    "valid_until", "occurred_at"}  # fmt: skip
 
 
+def _locked_memory(*, token: Principal, memory_id) -> Memory:
+    """The memory ``memory_get`` returns, locked until the transaction ends; NotFoundError if it
+    was deleted while we waited for the lock.
+
+    The lock also waits for an embedder writing the memory's vector (it holds the row meanwhile),
+    so a delete or an edit that follows sees that vector and removes it.
+    """
+    visible = memory_get(token=token, memory_id=memory_id)
+    memory = Memory.objects.for_tenant(token.tenant).select_for_update(of=("self",)).filter(id=visible.id).first()
+    if memory is None:
+        raise NotFoundError()
+    return memory
+
+
 def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteResult:
     """Edit a memory the token can read: free text is re-masked and the memory re-embedded.
 
@@ -361,8 +379,7 @@ def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteR
     if "text" in changes:
         check_raw_text(changes["text"])
     with transaction.atomic():
-        visible = memory_get(token=token, memory_id=memory_id)
-        memory = Memory.objects.for_tenant(token.tenant).select_for_update().get(id=visible.id)
+        memory = _locked_memory(token=token, memory_id=memory_id)
         free_text = {name: changes[name] for name in MASKED_FIELDS if name in changes}
         masked = mask_fields(tenant=token.tenant, fields=free_text)
         before = {name: getattr(memory, name) for name in REVIEWED_FIELDS}
@@ -402,7 +419,7 @@ def memory_delete(*, token: Principal, memory_id) -> None:
     """Delete a memory the token can read, with its vectors and supersession links."""
     require_permission(token, Permission.MEMORY_WRITE)
     with transaction.atomic():
-        memory = memory_get(token=token, memory_id=memory_id)
+        memory = _locked_memory(token=token, memory_id=memory_id)
         _record_write(token=token, action=Action.DELETE, memory=memory, details={})
         refresh_after_write(memory)
         memory.delete()

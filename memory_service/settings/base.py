@@ -6,6 +6,7 @@ content is the value), which is how Docker secrets are mounted.
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -36,6 +37,7 @@ _read_file_secrets(
         "AUDIT_HMAC_KEY",
         "PII_PSEUDONYM_KEYS",
         "EMBEDDING_API_KEY",
+        "METRICS_TOKEN",
     ]
 )
 
@@ -58,6 +60,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_prometheus",
+    "axes",
     "tenants",
     "memory_service.memories",
     "memory_service.embeddings",
@@ -73,7 +76,6 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "memory_service.middleware.RequestLogMiddleware",
     "memory_service.middleware.RequestSizeLimitMiddleware",
-    "memory_service.middleware.RateLimitMiddleware",
     "memory_service.middleware.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -83,6 +85,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -136,6 +139,16 @@ DATABASE_ROUTERS = ["tenants.routers.TenantDatabaseRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "tenants.User"
+# django-axes checks every password login (the admin's) before Django's own backend: after
+# ADMIN_LOGIN_FAILURE_LIMIT wrong passwords for one username from one client address, that pair is
+# refused (429, the right password too) for ADMIN_LOGIN_COOLOFF_MINUTES. Other users, and the same
+# user from elsewhere, are unaffected. Successful logins are not recorded (the audit trail is ours).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("ADMIN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -203,12 +216,16 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # A worker is considered alive when its heartbeat is younger than this.
 WORKER_HEARTBEAT_MAX_AGE = env.int("WORKER_HEARTBEAT_MAX_AGE", default=60)
+# /metrics and the details of /readyz are for loopback clients and for this bearer token (empty:
+# loopback only). /readyz reuses its embedding probe's outcome for this many seconds.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+READINESS_EMBEDDING_CACHE_SECONDS = env.float("READINESS_EMBEDDING_CACHE_SECONDS", default=5.0)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.ApiTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["tenants.permissions.HasTokenPermission"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memory_service.parsers.JsonParser"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "memory_service.negotiation.LenientContentNegotiation",
     "DEFAULT_SCHEMA_CLASS": "memory_service.schema.AutoSchema",
     "EXCEPTION_HANDLER": "memory_service.exceptions.exception_handler",
@@ -244,6 +261,8 @@ LOGGING = {
         "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
         "django.server": {"handlers": [], "propagate": False},
         "presidio-analyzer": {"level": "WARNING"},
+        # Lock-outs are warnings (usernames and addresses masked); every failure and start-up is not.
+        "axes": {"level": "WARNING"},
     },
 }
 
@@ -254,8 +273,10 @@ AUDIT_HMAC_KEY = env.str("AUDIT_HMAC_KEY")
 # PII masking. Pseudonym keys are versioned: "2:newkey,1:oldkey"; the first is current.
 PII_PSEUDONYM_KEYS = env.str("PII_PSEUDONYM_KEYS", default="")
 
-# Requests per token per minute, REST and MCP together (0 disables).
+# Requests per authenticated token per minute, REST and MCP together (0 disables); failed
+# authentications per client address per minute before they get 429 instead of 401 (0 disables).
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
+AUTH_FAILURES_PER_MINUTE = env.int("AUTH_FAILURES_PER_MINUTE", default=30)
 
 # The URL clients reach the service at (MCP's protected-resource metadata names it).
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")

@@ -4,13 +4,14 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer, StrictSerializer
 from memory_service.exceptions import ValidationError
+from memory_service.parsers import JsonParser
 from memory_service.schema import error_response
 from proposals.models import ProposalStatus
 from proposals.selectors import agents_md_current, proposal_get, proposal_list
@@ -46,7 +47,7 @@ class AgentsMdApi(APIView):
     """``GET`` the current AGENTS.md as markdown with its ETag; ``PUT`` imports a new one
     (``admin``; ``If-Match`` with the current ETag once a document exists)."""
 
-    parser_classes = [MarkdownParser, JSONParser]
+    parser_classes = [MarkdownParser, JsonParser]
 
     @property
     def required_permission(self):

@@ -40,3 +40,74 @@ def test_it_serves_the_openapi_schema_docs_and_metrics(anonymous_client):
     assert anonymous_client.get("/api/docs/").status_code == 200
     metrics = anonymous_client.get("/metrics")
     assert metrics.status_code == 200 and b"django_http_requests" in metrics.content
+
+
+OUTSIDER = "203.0.113.50"
+
+
+@pytest.fixture
+def fresh_embedding_probe(monkeypatch):
+    """Forget the cached embedding probe, and count the probes that embed."""
+    import memory_service.embeddings as embeddings
+    import memory_service.health as health
+
+    monkeypatch.setattr(health, "_embedding_probe", None)
+    backend = embeddings.get_backend()
+    calls = []
+
+    class Counting:
+        model_id, dimension = backend.model_id, backend.dimension
+
+        def embed_query(self, text):
+            calls.append(text)
+            return backend.embed_query(text)
+
+    monkeypatch.setattr(embeddings, "get_backend", lambda name=None: Counting())
+    return calls
+
+
+def test_it_tells_an_outsider_only_whether_it_is_ready(anonymous_client, fresh_embedding_probe):
+    worker_heartbeat_record()
+    ready = anonymous_client.get("/readyz", REMOTE_ADDR=OUTSIDER)
+    assert ready.status_code == 200 and ready.json() == {"status": "ok"}
+    get_redis().delete(HEARTBEAT_KEY)
+    unready = anonymous_client.get("/readyz", REMOTE_ADDR=OUTSIDER)
+    assert unready.status_code == 503 and unready.json() == {"status": "unavailable"}
+
+
+def test_it_shows_the_readiness_details_to_the_metrics_token(anonymous_client, settings, fresh_embedding_probe):
+    settings.METRICS_TOKEN = "metrics-secret-1"
+    worker_heartbeat_record()
+    wrong = anonymous_client.get("/readyz", REMOTE_ADDR=OUTSIDER, HTTP_AUTHORIZATION="Bearer metrics-secret-2")
+    assert wrong.json() == {"status": "ok"}
+    right = anonymous_client.get("/readyz", REMOTE_ADDR=OUTSIDER, HTTP_AUTHORIZATION="Bearer metrics-secret-1")
+    assert set(right.json()["checks"]) == {"database", "redis", "worker", "embedding", "pii"}
+    local = anonymous_client.get("/readyz", REMOTE_ADDR="::1")
+    assert local.json()["checks"]["embedding"]["ok"] is True
+
+
+def test_it_reuses_its_embedding_probe_for_a_few_seconds(anonymous_client, settings, fresh_embedding_probe):
+    settings.READINESS_EMBEDDING_CACHE_SECONDS = 60
+    for _ in range(3):
+        assert anonymous_client.get("/readyz").json()["checks"]["embedding"]["ok"] is True
+    assert len(fresh_embedding_probe) == 1
+    settings.READINESS_EMBEDDING_CACHE_SECONDS = 0
+    for _ in range(2):
+        anonymous_client.get("/readyz")
+    assert len(fresh_embedding_probe) == 3
+
+
+def test_it_serves_metrics_only_to_loopback_clients_and_the_metrics_token(anonymous_client, settings):
+    assert anonymous_client.get("/metrics").status_code == 200
+    assert anonymous_client.get("/metrics", REMOTE_ADDR="::ffff:127.0.0.1").status_code == 200
+    refused = anonymous_client.get("/metrics", REMOTE_ADDR=OUTSIDER)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "permission_denied"
+    assert b"django_http_requests" not in refused.content
+    # Without a configured token, no bearer opens it.
+    assert anonymous_client.get("/metrics", REMOTE_ADDR=OUTSIDER, HTTP_AUTHORIZATION="Bearer ").status_code == 403
+
+    settings.METRICS_TOKEN = "metrics-secret-1"
+    wrong = anonymous_client.get("/metrics", REMOTE_ADDR=OUTSIDER, HTTP_AUTHORIZATION="Bearer metrics-secret-2")
+    assert wrong.status_code == 403
+    right = anonymous_client.get("/metrics", REMOTE_ADDR=OUTSIDER, HTTP_AUTHORIZATION="Bearer metrics-secret-1")
+    assert right.status_code == 200 and b"django_http_requests" in right.content

@@ -49,6 +49,7 @@ EXCLUDED_CHECKS = [positive_data_acceptance]
 @pytest.fixture
 def fuzz_token(transactional_db, settings):
     settings.RATE_LIMIT_PER_MINUTE = 0  # thousands of requests a minute from one token
+    settings.AUTH_FAILURES_PER_MINUTE = 0  # and some with a bad token, all from one address
     return make_token(make_tenant("acme"), permissions=ALL_PERMISSIONS).raw
 
 
