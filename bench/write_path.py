@@ -58,11 +58,13 @@ def audit_disabled():
 def audit_cost(samples: int) -> dict:
     from memory_service.memories.services import memory_create
     from memory_service.retrieval.search import memory_search
+    from tenants.access import Principal
     from tenants.context import tenant_context
     from tenants.services import tenant_create, token_create
 
     tenant = tenant_create(slug=f"audit-{int(time.time())}")
     token = token_create(tenant=tenant, actor="system:bench", name="bench", permissions=["memory:read", "memory:write"])
+    principal = Principal.from_token(token.token)
     rng = random.Random(3)
     times = {("write", True): [], ("write", False): [], ("search", True): [], ("search", False): []}
     n = 0
@@ -73,12 +75,12 @@ def audit_cost(samples: int) -> dict:
                 n += 1
                 started = time.perf_counter()
                 with tenant_context(tenant.id):
-                    memory_create(token=token.token, scope="repository", repository=f"r{n % 4}", kind="lesson",
+                    memory_create(principal=principal, scope="repository", repository=f"r{n % 4}", kind="lesson",
                                   text=note(rng, n))  # fmt: skip
                 times[("write", audited)].append((time.perf_counter() - started) * 1000)
                 started = time.perf_counter()
                 with tenant_context(tenant.id):
-                    memory_search(token=token.token, query=f"{rng.choice(TOPICS)} {rng.choice(ACTIONS)}",
+                    memory_search(principal=principal, query=f"{rng.choice(TOPICS)} {rng.choice(ACTIONS)}",
                                   repository=f"r{n % 4}")  # fmt: skip
                 times[("search", audited)].append((time.perf_counter() - started) * 1000)
     return times

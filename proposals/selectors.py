@@ -26,12 +26,12 @@ def agents_md_latest(*, tenant: Tenant, document: AgentsDocument) -> AgentsDocum
     return AgentsDocumentVersion.objects.for_tenant(tenant).filter(document=document).order_by("-number").first()
 
 
-def agents_md_current(*, token: Principal, repository: str) -> AgentsDocumentVersion:
+def agents_md_current(*, principal: Principal, repository: str) -> AgentsDocumentVersion:
     """The current AGENTS.md of a repository the token may touch; NotFoundError if it has none."""
     validate_identifier(repository, field="repository")
-    check_repository(token, repository)
+    check_repository(principal, repository)
     version = (
-        AgentsDocumentVersion.objects.for_tenant(token.tenant)
+        AgentsDocumentVersion.objects.for_tenant(principal.tenant)
         .filter(document__repository=repository)
         .select_related("document")
         .order_by("-number")
@@ -52,38 +52,38 @@ def agents_md_versions(*, tenant: Tenant, repository: str) -> QuerySet[AgentsDoc
     )
 
 
-def proposal_list(*, token: Principal, filters: dict) -> QuerySet[Proposal]:
+def proposal_list(*, principal: Principal, filters: dict) -> QuerySet[Proposal]:
     """Proposals the token filed (every proposal of the tenant for an ``admin`` token), newest first.
 
     ``filters`` may hold repository and status. Each row's ``shown_reasoning`` is its reasoning
     for an ``admin`` token or the proposal's first filer, and empty for a token whose filing merged
     into it: one filer never reads another's reasoning.
     """
-    check_repository(token, filters.get("repository"))
-    queryset = Proposal.objects.for_tenant(token.tenant)
-    if not token.has_permission(Permission.ADMIN):
-        queryset = queryset.filter(filer_tokens__contains=[token.prefix])
-    if token.repositories:
-        queryset = queryset.filter(repository__in=token.repositories)
+    check_repository(principal, filters.get("repository"))
+    queryset = Proposal.objects.for_tenant(principal.tenant)
+    if not principal.has_permission(Permission.ADMIN):
+        queryset = queryset.filter(filer_tokens__contains=[principal.prefix])
+    if principal.repositories:
+        queryset = queryset.filter(repository__in=principal.repositories)
     for name in ("repository", "status"):
         if filters.get(name):
             queryset = queryset.filter(**{name: filters[name]})
-    if token.has_permission(Permission.ADMIN):
+    if principal.has_permission(Permission.ADMIN):
         shown = F("reasoning")
     else:
         shown = Case(
-            When(filer_tokens__0=token.prefix, then=F("reasoning")), default=Value(""), output_field=TextField()
+            When(filer_tokens__0=principal.prefix, then=F("reasoning")), default=Value(""), output_field=TextField()
         )
     return queryset.annotate(shown_reasoning=shown).order_by("-created_at", "-id")
 
 
-def proposal_get(*, token: Principal, proposal_id) -> Proposal:
+def proposal_get(*, principal: Principal, proposal_id) -> Proposal:
     """A proposal the token may list; NotFoundError if missing, another tenant's or not its own."""
     try:
         proposal_id = uuid.UUID(str(proposal_id))
     except ValueError as exc:
         raise ValidationError("'id' is not a valid proposal id.", fields={"id": ["Not a UUID."]}) from exc
-    proposal = proposal_list(token=token, filters={}).filter(id=proposal_id).first()
+    proposal = proposal_list(principal=principal, filters={}).filter(id=proposal_id).first()
     if proposal is None:
         raise NotFoundError("No such proposal.")
     return proposal

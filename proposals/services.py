@@ -105,7 +105,7 @@ def _new_version(*, document, current, text: str, source: str, actor: str, propo
 
 
 def agents_md_import(
-    *, tenant: Tenant, actor: str, repository: str, text: str, if_match: str | None, token: Principal | None = None
+    *, tenant: Tenant, actor: str, repository: str, text: str, if_match: str | None, principal: Principal | None = None
 ) -> AgentsMdWriteResult:
     """Store ``text`` (masked) as the repository's current AGENTS.md, if ``if_match`` still holds.
 
@@ -114,8 +114,8 @@ def agents_md_import(
     import over the API) must be allowed the repository.
     """
     validate_identifier(repository, field="repository")
-    if token is not None:
-        check_repository(token, repository)
+    if principal is not None:
+        check_repository(principal, repository)
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("The AGENTS.md body must not be empty.", fields={"text": ["Required."]})
     if len(text.encode()) > 4 * MAX_AGENTS_MD_BYTES:
@@ -158,23 +158,23 @@ def _addition_key(tenant: Tenant, addition: str) -> str:
     return hmac.new(key, normal.encode(), hashlib.sha256).hexdigest()
 
 
-def _merge_into_pending(*, token: Principal, repository: str, key: str) -> Proposal | None:
+def _merge_into_pending(*, principal: Principal, repository: str, key: str) -> Proposal | None:
     proposal = (
-        Proposal.objects.for_tenant(token.tenant)
+        Proposal.objects.for_tenant(principal.tenant)
         .select_for_update()
         .filter(repository=repository, addition_key=key, status=ProposalStatus.PENDING)
         .first()
     )
     if proposal is not None:
         proposal.filed_count += 1
-        if token.prefix not in proposal.filer_tokens:
-            proposal.filer_tokens = [*proposal.filer_tokens, token.prefix]
+        if principal.prefix not in proposal.filer_tokens:
+            proposal.filer_tokens = [*proposal.filer_tokens, principal.prefix]
         proposal.save(update_fields=["filed_count", "filer_tokens", "updated_at"])
     return proposal
 
 
 def proposal_file(
-    *, token: Principal, repository: str, section: str, addition: str, reasoning: str
+    *, principal: Principal, repository: str, section: str, addition: str, reasoning: str
 ) -> ProposalFileResult:
     """File a proposed addition to a repository's AGENTS.md; it waits for a human as ``pending``.
 
@@ -182,7 +182,7 @@ def proposal_file(
     False). Section, addition and reasoning are masked before anything is stored.
     """
     validate_identifier(repository, field="repository")
-    check_repository(token, repository)
+    check_repository(principal, repository)
     parse_section(section)
     addition = validate_addition(addition)
     if not isinstance(reasoning, str) or not reasoning.strip():
@@ -192,31 +192,33 @@ def proposal_file(
             f"'reasoning' exceeds {MAX_REASONING_CHARS} characters.", fields={"reasoning": ["Too long."]}
         )
     check_storable({"section": section, "addition": addition, "reasoning": reasoning})  # before hashing
-    key = _addition_key(token.tenant, addition)
-    masked = mask_fields(tenant=token.tenant, fields={"section": section, "addition": addition, "reasoning": reasoning})
-    with tenant_context(token.tenant_id):
-        proposal = _merge_into_pending(token=token, repository=repository, key=key)
+    key = _addition_key(principal.tenant, addition)
+    masked = mask_fields(
+        tenant=principal.tenant, fields={"section": section, "addition": addition, "reasoning": reasoning}
+    )
+    with tenant_context(principal.tenant_id):
+        proposal = _merge_into_pending(principal=principal, repository=repository, key=key)
         created = proposal is None
         if created:
             try:
                 with transaction.atomic():
                     proposal = Proposal.objects.create(
-                        tenant=token.tenant,
+                        tenant=principal.tenant,
                         repository=repository,
                         section=str(parse_section(masked.values["section"])),
                         addition=masked.values["addition"],
                         reasoning=masked.values["reasoning"].strip(),
                         addition_key=key,
-                        filed_by=actor_of(token),
-                        filer_tokens=[token.prefix],
+                        filed_by=actor_of(principal),
+                        filer_tokens=[principal.prefix],
                         pii=masked.counts,
                         masker_version=masker_version(),
                     )
             except IntegrityError:  # the same addition was filed concurrently
-                proposal, created = _merge_into_pending(token=token, repository=repository, key=key), False
+                proposal, created = _merge_into_pending(principal=principal, repository=repository, key=key), False
         audit_event_record(
-            tenant=token.tenant,
-            actor=actor_of(token),
+            tenant=principal.tenant,
+            actor=actor_of(principal),
             action=Action.PROPOSAL_FILED,
             resource_type="proposal",
             resource_ids=[proposal.id],

@@ -94,7 +94,7 @@ def measure_alternatives(
     from memory_service.retrieval import search as S
     from memory_service.retrieval.candidates import CANDIDATES
     from memory_service.retrieval.lexical import lexical_query
-    from tenants.authentication import authenticate_token
+    from tenants.authentication import authenticate_principal
 
     if True:  # keeps the measured code's indentation
         tenants = json.loads(stack.TOKENS_FILE.read_text())
@@ -116,10 +116,12 @@ def measure_alternatives(
         by_bucket: dict = {}
         for item in pool:
             with transaction.atomic():
-                token = authenticate_token(item["token"])
+                token = authenticate_principal(item["token"])
                 n = (
                     Memory.objects.for_tenant(token.tenant)
-                    .filter(S.scope_filter(token=token, user=item["user"], repository=item["repository"], session=""))
+                    .filter(
+                        S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
+                    )
                     .count()
                 )
             bucket = (
@@ -140,7 +142,7 @@ def measure_alternatives(
 
         def run_variant(item, vector, order, ef, force, explain=False):
             with transaction.atomic():
-                token = authenticate_token(item["token"])
+                token = authenticate_principal(item["token"])
                 with connection.cursor() as cur:
                     if ef:
                         cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
@@ -148,7 +150,7 @@ def measure_alternatives(
                     if force:
                         cur.execute("SET LOCAL enable_sort = off")  # only the HNSW index gives the order
                 scoped = Memory.objects.for_tenant(token.tenant).filter(
-                    S.scope_filter(token=token, user=item["user"], repository=item["repository"], session="")
+                    S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
                 )
                 qs = measure._dense_qs(scoped, token, vector, backend)
                 qs = qs.order_by(F("distance") + 0) if order == "exact" else qs.order_by("distance")
@@ -240,9 +242,9 @@ def measure_alternatives(
                 if not query_text:
                     continue
                 with transaction.atomic():
-                    token = authenticate_token(item["token"])
+                    token = authenticate_principal(item["token"])
                     scoped = Memory.objects.for_tenant(token.tenant).filter(
-                        S.scope_filter(token=token, user=item["user"], repository=item["repository"], session="")
+                        S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
                     )
                     query = SearchQuery(query_text, search_type="raw", config="simple")
                     rows = (

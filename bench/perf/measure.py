@@ -1,7 +1,7 @@
 """Measurements: REST search and write latency, in-process breakdown, SQL timings, recall, alternatives.
 
 Everything that reads tenant data runs as the application role under row-level security (the
-REST API, or in-process through ``authenticate_token`` inside a transaction, exactly as a request).
+REST API, or in-process through ``authenticate_principal`` inside a transaction, exactly as a request).
 """
 
 from __future__ import annotations
@@ -296,7 +296,7 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
 
     from memory_service.memories.api.views import represent
     from memory_service.retrieval import search as S
-    from tenants.authentication import authenticate_token
+    from tenants.authentication import authenticate_principal
 
     backend = S.get_backend()
     embed_times: list[float] = []  # on the helper thread, overlapping the text candidates
@@ -342,8 +342,8 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
     try:
         for item in items[:5]:  # warm-up
             with transaction.atomic():
-                token = authenticate_token(item["token"])
-                S.memory_search(token=token, query=item["query"], user=item["user"], repository=item["repository"])
+                token = authenticate_principal(item["token"])
+                S.memory_search(principal=token, query=item["query"], user=item["user"], repository=item["repository"])
         embed_times.clear()
         mask_times.clear()
         for item in items:
@@ -356,14 +356,14 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
             with connection.execute_wrapper(recorder):
                 t0 = time.perf_counter()
                 with transaction.atomic():
-                    token = authenticate_token(item["token"])
+                    token = authenticate_principal(item["token"])
                     t_auth = time.perf_counter()
                     result = S.memory_search(
-                        token=token, query=item["query"], user=item["user"], repository=item["repository"]
+                        principal=token, query=item["query"], user=item["user"], repository=item["repository"]
                     )
                     t_search = time.perf_counter()
                     represent(
-                        token=token,
+                        principal=token,
                         memories=[h.memory for h in result.hits],
                         scores={h.memory.id: h.score for h in result.hits},
                         markers={h.memory.id: h.markers for h in result.hits},
@@ -543,7 +543,7 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
     from memory_service.memories.models import Memory
     from memory_service.retrieval import candidates as C
     from memory_service.retrieval import search as S
-    from tenants.authentication import authenticate_token
+    from tenants.authentication import authenticate_principal
 
     backend = S.get_backend()
     rows = []
@@ -553,11 +553,11 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             break
         row = {"class": item["class"], "tenant_rows": item["tenant_rows"]}
         with transaction.atomic():
-            token = authenticate_token(item["token"])
+            token = authenticate_principal(item["token"])
             masked = S.mask_query(tenant=token.tenant, query=item["query"])
             vector = backend.embed_query(masked)
             scoped = Memory.objects.for_tenant(token.tenant).filter(
-                S.scope_filter(token=token, user=item["user"], repository=item["repository"], session="")
+                S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
             )
             t = time.perf_counter()
             row["scope_rows"] = scoped.count()
@@ -569,7 +569,7 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             found = C.find_candidates(
                 scoped=scoped,
                 owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
-                token=token,
+                principal=token,
                 vector=vector,
                 backend=backend,
                 tsquery="",
@@ -580,10 +580,10 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             row["app_path"] = found.path
         app_sorted = sorted(((i, 1 - s) for i, s in app.items()), key=lambda x: x[1])
         with tenant_tx(item["tenant_id"]):
-            token_obj = authenticate_token(item["token"])
+            token_obj = authenticate_principal(item["token"])
             qs = _dense_qs(
                 Memory.objects.for_tenant(token_obj.tenant).filter(
-                    S.scope_filter(token=token_obj, user=item["user"], repository=item["repository"], session="")
+                    S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
                 ),
                 token_obj,
                 vector,
@@ -598,13 +598,15 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
         row["exact_returned"] = len(exact)
         for name, ef, mode in HNSW_VARIANTS:
             with tenant_tx(item["tenant_id"]):
-                token_obj = authenticate_token(item["token"])
+                token_obj = authenticate_principal(item["token"])
                 with connection.cursor() as cur:
                     cur.execute(f"SET LOCAL hnsw.iterative_scan = {mode}")
                     cur.execute(f"SET LOCAL hnsw.ef_search = {ef}")
                 qs = _dense_qs(
                     Memory.objects.for_tenant(token_obj.tenant).filter(
-                        S.scope_filter(token=token_obj, user=item["user"], repository=item["repository"], session="")
+                        S.scope_filter(
+                            principal=token_obj, user=item["user"], repository=item["repository"], session=""
+                        )
                     ),
                     token_obj,
                     vector,

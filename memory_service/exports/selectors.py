@@ -10,17 +10,17 @@ from tenants.access import Principal, check_export_job, export_job_visibility
 from tenants.models import Tenant
 
 
-def export_job_get(*, token: Principal, job_id: uuid.UUID | str) -> ExportJob:
+def export_job_get(*, principal: Principal, job_id: uuid.UUID | str) -> ExportJob:
     """The job if the token may see it; NotFoundError if malformed, missing, another tenant's or
     another user's (for a user-bound token); 403 for a token bound to repositories."""
     try:
         job_id = uuid.UUID(str(job_id))
     except ValueError as exc:
         raise NotFoundError("No such export.") from exc
-    job = ExportJob.objects.for_tenant(token.tenant).filter(export_job_visibility(token), id=job_id).first()
+    job = ExportJob.objects.for_tenant(principal.tenant).filter(export_job_visibility(principal), id=job_id).first()
     if job is None:
         raise NotFoundError("No such export.")
-    check_export_job(token, job)
+    check_export_job(principal, job)
     return job
 
 

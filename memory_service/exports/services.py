@@ -290,12 +290,12 @@ def export_jobs_requeue_stale(*, tenant: Tenant) -> int:
     return queued
 
 
-def export_job_download(*, token: Principal, job: ExportJob) -> Path:
+def export_job_download(*, principal: Principal, job: ExportJob) -> Path:
     """The path of a finished archive the token may download, audited (``export_downloaded``).
 
     410 once it expired or was erased; 409 while it is not built yet (or failed).
     """
-    check_export_job(token, job)
+    check_export_job(principal, job)
     if job.status in (ExportStatus.EXPIRED, ExportStatus.ERASED):
         raise GoneError("This export archive was deleted.")
     if job.status != ExportStatus.SUCCEEDED:
@@ -304,7 +304,7 @@ def export_job_download(*, token: Principal, job: ExportJob) -> Path:
     if not path.is_file():
         raise GoneError("This export archive was deleted.")
     audit_event_record(
-        tenant=token.tenant, actor=actor_of(token), action=Action.EXPORT_DOWNLOADED, resource_type="export",
+        tenant=principal.tenant, actor=actor_of(principal), action=Action.EXPORT_DOWNLOADED, resource_type="export",
         resource_ids=[job.id], details={"bytes": job.size_bytes},
     )  # fmt: skip
     return path

@@ -72,9 +72,9 @@ def _item(hit_memory, status, score=None, markers=()) -> dict:
     }
 
 
-def _written(token, result) -> dict:
+def _written(principal, result) -> dict:
     """A stored memory as tools report it: the item, whether it is new, and the PII counts."""
-    status = memory_statuses(token=token, memories=[result.memory])[result.memory.id]
+    status = memory_statuses(principal=principal, memories=[result.memory])[result.memory.id]
     return _item(result.memory, status) | {"created": result.created, "pii": result.pii}
 
 
@@ -122,9 +122,9 @@ def build_server() -> MCPServer:
         Returns a fenced `context` block to read and the matching `items`. Items marked superseded,
         rejected or deprecated are NOT current: follow `superseded_by` to the replacement."""
 
-        def run(token):
+        def run(principal):
             result = memory_search(
-                token=token, query=query, user=user, repository=repository, session=session,
+                principal=principal, query=query, user=user, repository=repository, session=session,
                 kinds=list(kinds), top=top, budget_bytes=budget_bytes,
             )  # fmt: skip
             return {
@@ -157,13 +157,13 @@ def build_server() -> MCPServer:
         - When a search led you to the fix: pass that query as `solved_query`.
         Personal data and secrets are masked before anything is stored."""
 
-        def run(token):
+        def run(principal):
             result = memory_create(
-                token=token, text=text, kind=kind, scope=scope, repository=repository, user=user,
+                principal=principal, text=text, kind=kind, scope=scope, repository=repository, user=user,
                 session=session, priority=priority, title=title, tags=list(tags), solved_query=solved_query,
                 supersedes=[{"id": i, "partial": False} for i in supersedes],
             )  # fmt: skip
-            return _written(token, result)
+            return _written(principal, result)
 
         return await call_with_token(Permission.MEMORY_WRITE, run)
 
@@ -178,11 +178,11 @@ def build_server() -> MCPServer:
         """Write or overwrite a named note of the current session (plan, todo, findings). Use it to
         keep working state that the next session or a resumed one should see."""
 
-        def run(token):
+        def run(principal):
             result = session_note_write(
-                token=token, session=session, name=name, text=text, user=user, repository=repository
+                principal=principal, session=session, name=name, text=text, user=user, repository=repository
             )
-            return _written(token, result)
+            return _written(principal, result)
 
         return await call_with_token(Permission.MEMORY_WRITE, run)
 
@@ -192,7 +192,9 @@ def build_server() -> MCPServer:
         high-priority lessons, latest lessons and conclusions, current decisions, session notes."""
         return await call_with_token(
             Permission.MEMORY_READ,
-            lambda token: session_context_for(token=token, user=user, repository=repository, session=session),
+            lambda principal: session_context_for(
+                principal=principal, user=user, repository=repository, session=session
+            ),
         )
 
     @mcp.tool(annotations=WRITE)
@@ -204,9 +206,9 @@ def build_server() -> MCPServer:
         """Mark a decision (or any memory) as replaced by a newer one, so no agent treats the old
         one as current again."""
 
-        def run(token):
-            old = memory_supersede(token=token, memory_id=memory_id, by_id=by, partial=partial)
-            return _item(old, memory_statuses(token=token, memories=[old])[old.id])
+        def run(principal):
+            old = memory_supersede(principal=principal, memory_id=memory_id, by_id=by, partial=partial)
+            return _item(old, memory_statuses(principal=principal, memories=[old])[old.id])
 
         return await call_with_token(Permission.MEMORY_WRITE, run)
 
@@ -222,9 +224,9 @@ def build_server() -> MCPServer:
         it is added under the heading marked 🤖 with the date. Filing the same addition again while it
         is pending adds your support instead of a duplicate."""
 
-        def run(token):
+        def run(principal):
             result = proposal_file(
-                token=token, repository=repository, section=section, addition=addition, reasoning=reasoning
+                principal=principal, repository=repository, section=section, addition=addition, reasoning=reasoning
             )
             proposal = result.proposal
             return {"id": str(proposal.id), "repository": proposal.repository, "section": proposal.section,
@@ -240,9 +242,9 @@ def build_server() -> MCPServer:
         """The decision index of a repository: every decision with its status and what replaced it.
         Use it to answer "which is current?" instead of guessing from search similarity."""
 
-        def run(token):
-            decisions = list(decision_list(token=token, repository=repository)[: limit + 1])
-            statuses = memory_statuses(token=token, memories=decisions[:limit])
+        def run(principal):
+            decisions = list(decision_list(principal=principal, repository=repository)[: limit + 1])
+            statuses = memory_statuses(principal=principal, memories=decisions[:limit])
             return {
                 "decisions": [_item(d, statuses[d.id]) for d in decisions[:limit]],
                 "truncated": len(decisions) > limit,
@@ -258,7 +260,7 @@ def build_server() -> MCPServer:
     )
     async def session_context_resource(repository: str) -> str:
         return await call_with_token(
-            Permission.MEMORY_READ, lambda token: session_context_for(token=token, repository=repository)
+            Permission.MEMORY_READ, lambda principal: session_context_for(principal=principal, repository=repository)
         )
 
     return mcp

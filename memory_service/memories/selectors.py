@@ -21,16 +21,16 @@ from tenants.access import (
 )
 
 
-def memory_list(*, token: Principal, filters: dict) -> QuerySet[Memory]:
+def memory_list(*, principal: Principal, filters: dict) -> QuerySet[Memory]:
     """Memories the token may read, newest first, narrowed by ``filters``.
 
     ``filters`` may hold scope, kind, user, repository, session, confidence, priority, tag.
     """
-    check_user(token, filters.get("user"))
-    check_repository(token, filters.get("repository"))
-    check_session(token, filters.get("session"))
-    check_scope(token, filters.get("scope"))
-    queryset = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token))
+    check_user(principal, filters.get("user"))
+    check_repository(principal, filters.get("repository"))
+    check_session(principal, filters.get("session"))
+    check_scope(principal, filters.get("scope"))
+    queryset = Memory.objects.for_tenant(principal.tenant).filter(memory_visibility(principal))
     for name in ("scope", "kind", "user", "repository", "session", "confidence", "priority"):
         if filters.get(name):
             queryset = queryset.filter(**{name: filters[name]})
@@ -47,10 +47,10 @@ def parse_memory_id(value: str, *, field: str = "id") -> uuid.UUID:
         raise ValidationError(f"'{field}' is not a valid memory id.", fields={field: ["Not a UUID."]}) from exc
 
 
-def memory_get(*, token: Principal, memory_id: uuid.UUID | str) -> Memory:
+def memory_get(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
     """The memory if the token may read it; NotFoundError if missing, another tenant's or hidden."""
     memory_id = parse_memory_id(memory_id)
-    memory = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token), id=memory_id).first()
+    memory = Memory.objects.for_tenant(principal.tenant).filter(memory_visibility(principal), id=memory_id).first()
     if memory is None:
         raise NotFoundError("No such memory.")
     return memory
@@ -65,7 +65,7 @@ SUPERSESSION_LINKS_LATERAL = f"""SELECT array_agg(s.new_id ORDER BY s.created_at
 
 
 def memory_statuses(
-    *, token: Principal, memories: Iterable[Memory], links: dict[uuid.UUID, list[tuple]] | None = None
+    *, principal: Principal, memories: Iterable[Memory], links: dict[uuid.UUID, list[tuple]] | None = None
 ) -> dict[uuid.UUID, DerivedStatus]:
     """Derived status of each memory, in one query (two when some are superseded); replacement
     titles only where the token may read the replacement.
@@ -84,7 +84,7 @@ def memory_statuses(
             cursor.execute(
                 f"""SELECT old_id, new_id, partial FROM {Supersession._meta.db_table}
                     WHERE tenant_id = %s AND old_id = ANY(%s) ORDER BY created_at, id""",
-                [token.tenant.id, [m.id for m in memories]],
+                [principal.tenant.id, [m.id for m in memories]],
             )
             for old_id, new_id, partial in cursor.fetchall():
                 links[old_id].append((new_id, partial))
@@ -92,8 +92,8 @@ def memory_statuses(
     readable = {}
     if new_ids:
         readable = dict(
-            Memory.objects.for_tenant(token.tenant)
-            .filter(memory_visibility(token), id__in=new_ids)
+            Memory.objects.for_tenant(principal.tenant)
+            .filter(memory_visibility(principal), id__in=new_ids)
             .values_list("id", "title")
         )
     statuses = {}
@@ -106,22 +106,22 @@ def memory_statuses(
     return statuses
 
 
-def decision_list(*, token: Principal, repository: str) -> QuerySet[Memory]:
+def decision_list(*, principal: Principal, repository: str) -> QuerySet[Memory]:
     """Every decision of ``repository`` the token may read, newest first (the decision index)."""
-    check_repository(token, repository)
+    check_repository(principal, repository)
     return (
-        Memory.objects.for_tenant(token.tenant)
-        .filter(memory_visibility(token), scope=Scope.REPOSITORY, repository=repository, kind="decision")
+        Memory.objects.for_tenant(principal.tenant)
+        .filter(memory_visibility(principal), scope=Scope.REPOSITORY, repository=repository, kind="decision")
         .order_by("-created_at", "-id")
     )
 
 
-def activity_list(*, token: Principal, filters: dict) -> QuerySet[ActivityLog]:
+def activity_list(*, principal: Principal, filters: dict) -> QuerySet[ActivityLog]:
     """The tenant's search and write activity, newest first (search analytics, seed 000 §6.4).
 
     Activity spans every user and repository: a bound principal is refused (403)."""
-    require_unbound(token, "Activity")
-    rows = ActivityLog.objects.for_tenant(token.tenant)
+    require_unbound(principal, "Activity")
+    rows = ActivityLog.objects.for_tenant(principal.tenant)
     if filters.get("operation"):
         rows = rows.filter(operation=filters["operation"])
     if filters.get("client"):

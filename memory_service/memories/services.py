@@ -70,8 +70,8 @@ class MemoryWriteResult:
     pii: dict[str, int] = field(default_factory=dict)
 
 
-def _tenant_hmac(token: Principal, purpose: str, payload: str) -> str:
-    key = hmac.new(settings.SECRET_KEY.encode(), f"{purpose}|{token.tenant_id}".encode(), hashlib.sha256).digest()
+def _tenant_hmac(principal: Principal, purpose: str, payload: str) -> str:
+    key = hmac.new(settings.SECRET_KEY.encode(), f"{purpose}|{principal.tenant_id}".encode(), hashlib.sha256).digest()
     return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
 
 
@@ -89,15 +89,17 @@ class Owner:
         return f"{self.scope}|{self.user}|{self.repository}|{self.session}"
 
 
-def resolve_owner(*, token: Principal, scope: str, user: str = "", repository: str = "", session: str = "") -> Owner:
+def resolve_owner(
+    *, principal: Principal, scope: str, user: str = "", repository: str = "", session: str = ""
+) -> Owner:
     """The scope owner of a new memory, checked against the token's bindings.
 
     user scope needs a user; repository scope a repository; session scope a session and its
     owner (the user). A token bound to a user acts as that user; naming another is a 403; a token
     bound to repositories only writes repository scope (``tenants.access``).
     """
-    check_scope(token, scope)
-    where = resolve_where(token, user=user, repository=repository, session=session)
+    check_scope(principal, scope)
+    where = resolve_where(principal, user=user, repository=repository, session=session)
     user, repository, session = where.user, where.repository, where.session
     required = {Scope.USER: "user", Scope.REPOSITORY: "repository", Scope.SESSION: "session"}[Scope(scope)]
     if not {"user": user, "repository": repository, "session": session}[required]:
@@ -192,10 +194,10 @@ def _enqueue_embedding(memory: Memory) -> None:
     transaction.on_commit(lambda: enqueue_embedding(tenant_id=tenant_id, memory_ids=[memory_id]))
 
 
-def _record_write(*, token: Principal, action: Action, memory: Memory, details: dict) -> None:
+def _record_write(*, principal: Principal, action: Action, memory: Memory, details: dict) -> None:
     audit_event_record(
-        tenant=token.tenant,
-        actor=actor_of(token),
+        tenant=principal.tenant,
+        actor=actor_of(principal),
         action=action,
         resource_type="memory",
         resource_ids=[memory.id],
@@ -203,20 +205,20 @@ def _record_write(*, token: Principal, action: Action, memory: Memory, details: 
     )
 
 
-def _link_supersessions(*, token: Principal, memory: Memory, supersedes: list[dict]) -> None:
+def _link_supersessions(*, principal: Principal, memory: Memory, supersedes: list[dict]) -> None:
     for item in supersedes:
-        old = memory_get(token=token, memory_id=item["id"])
+        old = memory_get(principal=principal, memory_id=item["id"])
         if old.id == memory.id:
             raise ValidationError("A memory cannot supersede itself.", fields={"supersedes": ["Self reference."]})
         check_supersede(old=old, new=memory, field="supersedes")
         Supersession.objects.get_or_create(
-            tenant=token.tenant, old=old, new=memory, defaults={"partial": bool(item.get("partial", False))}
+            tenant=principal.tenant, old=old, new=memory, defaults={"partial": bool(item.get("partial", False))}
         )
 
 
 def memory_create(
     *,
-    token: Principal,
+    principal: Principal,
     text: str,
     scope: str,
     kind: str = Kind.NOTE,
@@ -238,7 +240,7 @@ def memory_create(
     """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
     exact duplicate text in the same scope owner (the existing memory is returned).
     """
-    require_permission(token, Permission.MEMORY_WRITE)
+    require_permission(principal, Permission.MEMORY_WRITE)
     check_raw_text(text)
     validate_fields(
         kind=kind, scope=scope, priority=priority, lifecycle=lifecycle, title=title, tags=tags or [],
@@ -246,7 +248,7 @@ def memory_create(
     )  # fmt: skip
     if lifecycle and kind != Kind.DECISION:
         raise ValidationError("Only decisions have a lifecycle.", fields={"lifecycle": ["Decisions only."]})
-    owner = resolve_owner(token=token, scope=scope, user=user, repository=repository, session=session)
+    owner = resolve_owner(principal=principal, scope=scope, user=user, repository=repository, session=session)
     tags = tags or []
     metadata = metadata or {}
     # Before hashing: a lone surrogate cannot even be encoded.
@@ -256,10 +258,10 @@ def memory_create(
         sort_keys=True,
         ensure_ascii=False,
     )
-    dedup_key = _tenant_hmac(token, "dedup", f"{owner.key()}|{text}")
-    request_hash = _tenant_hmac(token, "request", raw_request)
+    dedup_key = _tenant_hmac(principal, "dedup", f"{owner.key()}|{text}")
+    request_hash = _tenant_hmac(principal, "request", raw_request)
     masked = mask_fields(
-        tenant=token.tenant,
+        tenant=principal.tenant,
         fields={"text": text, "title": title, "tags": tags, "metadata": metadata, "solved_query": solved_query},
     )
     del text, title, tags, metadata, solved_query  # from here on only masked values exist
@@ -267,7 +269,7 @@ def memory_create(
     _check_sizes(values)
 
     with transaction.atomic():
-        memories = Memory.objects.for_tenant(token.tenant)
+        memories = Memory.objects.for_tenant(principal.tenant)
         if external_id:
             existing = memories.filter(
                 scope=owner.scope, user=owner.user, repository=owner.repository, session=owner.session,
@@ -286,7 +288,7 @@ def memory_create(
 
         now = timezone.now()
         memory = Memory(
-            tenant=token.tenant,
+            tenant=principal.tenant,
             scope=owner.scope,
             user=owner.user,
             repository=owner.repository,
@@ -305,11 +307,11 @@ def memory_create(
             external_id=external_id,
             dedup_key=dedup_key,
             request_hash=request_hash,
-            source_client=token.name,
+            source_client=principal.name,
             masker_version=masker_version(),
             occurred_at=occurred_at or now,
             valid_until=valid_until,
-            expires_at=now + token.tenant.session_ttl if owner.scope == Scope.SESSION else None,
+            expires_at=now + principal.tenant.session_ttl if owner.scope == Scope.SESSION else None,
             created_at=now,
         )
         memory.search_vector = _search_vector(memory)
@@ -324,17 +326,17 @@ def memory_create(
             return MemoryWriteResult(memory=winner, created=False, pii=masked.counts)
         # The saved value is an SQL expression: leave the field deferred, as the manager loads it.
         del memory.__dict__["search_vector"]
-        _link_supersessions(token=token, memory=memory, supersedes=supersedes or [])
+        _link_supersessions(principal=principal, memory=memory, supersedes=supersedes or [])
         _record_write(
-            token=token,
+            principal=principal,
             action=Action.OFFLOAD,
             memory=memory,
             details={"bytes": len(memory.text.encode()), "pii": masked.counts},
         )
         ActivityLog.objects.create(
-            tenant=token.tenant,
+            tenant=principal.tenant,
             operation=ActivityLog.Operation.WRITE,
-            client=token.name,
+            client=principal.name,
             user=user_pseudonym(owner.author),
             memory_ids=[memory.id],
             solved_query=memory.solved_query,
@@ -350,27 +352,27 @@ EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", 
                    "valid_until", "occurred_at"}  # fmt: skip
 
 
-def _locked_memory(*, token: Principal, memory_id) -> Memory:
+def _locked_memory(*, principal: Principal, memory_id) -> Memory:
     """The memory ``memory_get`` returns, locked until the transaction ends; NotFoundError if it
     was deleted while we waited for the lock.
 
     The lock also waits for an embedder writing the memory's vector (it holds the row meanwhile),
     so a delete or an edit that follows sees that vector and removes it.
     """
-    visible = memory_get(token=token, memory_id=memory_id)
-    memory = Memory.objects.for_tenant(token.tenant).select_for_update(of=("self",)).filter(id=visible.id).first()
+    visible = memory_get(principal=principal, memory_id=memory_id)
+    memory = Memory.objects.for_tenant(principal.tenant).select_for_update(of=("self",)).filter(id=visible.id).first()
     if memory is None:
         raise NotFoundError()
     return memory
 
 
-def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteResult:
+def memory_update(*, principal: Principal, memory_id, changes: dict) -> MemoryWriteResult:
     """Edit a memory the token can read: free text is re-masked and the memory re-embedded.
 
     Any change to what a person vouched for (``REVIEWED_FIELDS``) sends a validated memory back to
     ``raw``, and so out of the pinned set, until a person validates it again.
     """
-    require_permission(token, Permission.MEMORY_WRITE)
+    require_permission(principal, Permission.MEMORY_WRITE)
     unknown = set(changes) - EDITABLE_FIELDS
     if unknown:
         raise ValidationError("These fields cannot be edited.", fields={name: ["Not editable."] for name in unknown})
@@ -379,9 +381,9 @@ def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteR
     if "text" in changes:
         check_raw_text(changes["text"])
     with transaction.atomic():
-        memory = _locked_memory(token=token, memory_id=memory_id)
+        memory = _locked_memory(principal=principal, memory_id=memory_id)
         free_text = {name: changes[name] for name in MASKED_FIELDS if name in changes}
-        masked = mask_fields(tenant=token.tenant, fields=free_text)
+        masked = mask_fields(tenant=principal.tenant, fields=free_text)
         before = {name: getattr(memory, name) for name in REVIEWED_FIELDS}
         for name, value in (changes | masked.values).items():
             setattr(memory, name, value)
@@ -394,7 +396,7 @@ def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteR
         _check_sizes({"text": memory.text, "metadata": memory.metadata})
         if "text" in changes:
             owner_key = f"{memory.scope}|{memory.user}|{memory.repository}|{memory.session}"
-            memory.dedup_key = _tenant_hmac(token, "dedup", f"{owner_key}|{changes['text']}")
+            memory.dedup_key = _tenant_hmac(principal, "dedup", f"{owner_key}|{changes['text']}")
         memory.masker_version = masker_version()
         memory.embedding_status = EmbeddingStatus.PENDING
         memory.search_vector = _search_vector(memory)
@@ -408,42 +410,45 @@ def memory_update(*, token: Principal, memory_id, changes: dict) -> MemoryWriteR
         memory.refresh_from_db()
         memory.embeddings.all().delete()
         _record_write(
-            token=token, action=Action.UPDATE, memory=memory, details={"fields": sorted(changes), "pii": masked.counts}
+            principal=principal,
+            action=Action.UPDATE,
+            memory=memory,
+            details={"fields": sorted(changes), "pii": masked.counts},
         )
         _enqueue_embedding(memory)
         refresh_after_write(memory)
     return MemoryWriteResult(memory=memory, created=False, pii=masked.counts)
 
 
-def memory_delete(*, token: Principal, memory_id) -> None:
+def memory_delete(*, principal: Principal, memory_id) -> None:
     """Delete a memory the token can read, with its vectors and supersession links."""
-    require_permission(token, Permission.MEMORY_WRITE)
+    require_permission(principal, Permission.MEMORY_WRITE)
     with transaction.atomic():
-        memory = _locked_memory(token=token, memory_id=memory_id)
-        _record_write(token=token, action=Action.DELETE, memory=memory, details={})
+        memory = _locked_memory(principal=principal, memory_id=memory_id)
+        _record_write(principal=principal, action=Action.DELETE, memory=memory, details={})
         refresh_after_write(memory)
         memory.delete()
 
 
-def memory_supersede(*, token: Principal, memory_id, by_id, partial: bool = False) -> Memory:
+def memory_supersede(*, principal: Principal, memory_id, by_id, partial: bool = False) -> Memory:
     """Record that ``by_id`` replaces ``memory_id`` (wholly, or in part). Both must be readable, and
     ``by_id`` at least as visible as ``memory_id`` (``tenants.access.check_supersede``)."""
-    require_permission(token, Permission.MEMORY_WRITE)
+    require_permission(principal, Permission.MEMORY_WRITE)
     with transaction.atomic():
-        old = memory_get(token=token, memory_id=memory_id)
-        new = memory_get(token=token, memory_id=by_id)
+        old = memory_get(principal=principal, memory_id=memory_id)
+        new = memory_get(principal=principal, memory_id=by_id)
         if old.id == new.id:
             raise ValidationError("A memory cannot supersede itself.", fields={"by": ["Same memory."]})
         check_supersede(old=old, new=new, field="by")
         link, created = Supersession.objects.get_or_create(
-            tenant=token.tenant, old=old, new=new, defaults={"partial": partial}
+            tenant=principal.tenant, old=old, new=new, defaults={"partial": partial}
         )
         if not created and link.partial != partial:
             link.partial = partial
             link.save(update_fields=["partial"])
         audit_event_record(
-            tenant=token.tenant,
-            actor=actor_of(token),
+            tenant=principal.tenant,
+            actor=actor_of(principal),
             action=Action.SUPERSEDE,
             resource_type="memory",
             resource_ids=[old.id, new.id],
@@ -492,24 +497,24 @@ def memory_reject(*, tenant, actor: str, memory: Memory) -> None:
 
 
 def session_note_write(
-    *, token: Principal, session: str, name: str, text: str, user: str = "", repository: str = "", title: str = ""
+    *, principal: Principal, session: str, name: str, text: str, user: str = "", repository: str = "", title: str = ""
 ) -> MemoryWriteResult:
     """Write or overwrite the session note ``name`` (plan, todo…) of ``session``."""
     validate_identifier(name, field="name")
-    owner = resolve_owner(token=token, scope=Scope.SESSION, user=user, repository=repository, session=session)
+    owner = resolve_owner(principal=principal, scope=Scope.SESSION, user=user, repository=repository, session=session)
     with transaction.atomic():
         existing = (
-            Memory.objects.for_tenant(token.tenant)
+            Memory.objects.for_tenant(principal.tenant)
             .filter(scope=Scope.SESSION, user=owner.user, session=owner.session, name=name)
             .first()
         )
         if existing is None:
             return memory_create(
-                token=token, text=text, scope=Scope.SESSION, user=owner.user, repository=owner.repository,
+                principal=principal, text=text, scope=Scope.SESSION, user=owner.user, repository=owner.repository,
                 session=owner.session, title=title, name=name,
             )  # fmt: skip
-        result = memory_update(token=token, memory_id=existing.id, changes={"text": text, "title": title})
-        Memory.objects.for_tenant(token.tenant).filter(id=existing.id).update(
-            expires_at=timezone.now() + token.tenant.session_ttl
+        result = memory_update(principal=principal, memory_id=existing.id, changes={"text": text, "title": title})
+        Memory.objects.for_tenant(principal.tenant).filter(id=existing.id).update(
+            expires_at=timezone.now() + principal.tenant.session_ttl
         )
         return result

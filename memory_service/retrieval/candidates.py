@@ -259,7 +259,7 @@ def find_candidates(
     *,
     scoped: QuerySet,
     owner_keys: list[str],
-    token,
+    principal,
     vector,
     backend: EmbeddingBackend | None,
     tsquery: str,
@@ -274,7 +274,7 @@ def find_candidates(
     scope = search_scope(scoped=scoped, owner_keys=owner_keys)
     found = text_candidates(scope=scope, tsquery=tsquery, recent_kinds=recent_kinds)
     if vector is not None:
-        add_dense_candidates(found, scope=scope, token=token, vector=vector, backend=backend)
+        add_dense_candidates(found, scope=scope, principal=principal, vector=vector, backend=backend)
     return found
 
 
@@ -315,7 +315,7 @@ def covering_path(backend: EmbeddingBackend) -> bool:
 
 
 def add_dense_candidates(
-    found: Candidates, *, scope: SearchScope, token, vector, backend: EmbeddingBackend, rows: list | None = None
+    found: Candidates, *, scope: SearchScope, principal, vector, backend: EmbeddingBackend, rows: list | None = None
 ) -> None:
     """Add to ``found`` the nearest neighbours of ``vector`` in ``scope`` (an exact search, with
     half-precision distances on the covering path), above the model's similarity floor, and set
@@ -329,7 +329,7 @@ def add_dense_candidates(
     range_rows = nearest_rows = dense_rows = 0
     if covering:
         if rows is None:
-            sql, params = dense_statement(vector, scope=scope, tenant_id=token.tenant_id, backend=backend)
+            sql, params = dense_statement(vector, scope=scope, tenant_id=principal.tenant_id, backend=backend)
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
@@ -350,9 +350,9 @@ def add_dense_candidates(
         scoped = scope.queryset
         if _scope_exceeds(scope.where, scope.where_params, hnsw_threshold()):
             found.path = "hnsw"
-            found.dense = _hnsw_candidates(scoped=scoped, token=token, vector=vector, backend=backend)
+            found.dense = _hnsw_candidates(scoped=scoped, principal=principal, vector=vector, backend=backend)
         else:
-            found.dense = _dense_exact(scoped=scoped, token=token, vector=vector, backend=backend)
+            found.dense = _dense_exact(scoped=scoped, principal=principal, vector=vector, backend=backend)
         _add_facts(found, found.dense)
 
 
@@ -402,10 +402,10 @@ def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[
     return memories, links
 
 
-def _knn(*, scoped: QuerySet, token, vector, backend: EmbeddingBackend, exact: bool) -> dict:
+def _knn(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend, exact: bool) -> dict:
     # Cast to the model's dimension: this is the expression its partial HNSW index is built on.
     distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
-    rows = MemoryEmbedding.objects.for_tenant(token.tenant).filter(model=backend.model_id, memory__in=scoped)
+    rows = MemoryEmbedding.objects.for_tenant(principal.tenant).filter(model=backend.model_id, memory__in=scoped)
     # "+ 0.0" keeps the planner off the index: an exact scan, the distance computed once.
     ordered = rows.annotate(distance=distance + 0.0 if exact else distance).order_by("distance")
     found = {}
@@ -416,12 +416,12 @@ def _knn(*, scoped: QuerySet, token, vector, backend: EmbeddingBackend, exact: b
     return found
 
 
-def _dense_exact(*, scoped: QuerySet, token, vector, backend: EmbeddingBackend) -> dict:
+def _dense_exact(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend) -> dict:
     """memory id → similarity by an exact scan of the whole scope."""
-    return _knn(scoped=scoped, token=token, vector=vector, backend=backend, exact=True)
+    return _knn(scoped=scoped, principal=principal, vector=vector, backend=backend, exact=True)
 
 
-def _hnsw_candidates(*, scoped: QuerySet, token, vector, backend: EmbeddingBackend) -> dict:
+def _hnsw_candidates(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend) -> dict:
     """memory id → similarity from the HNSW index with iterative scan, forced (the planner would
     pick the exact plan and take 300+ ms on a large scope)."""
     with connection.cursor() as cursor:
@@ -429,7 +429,7 @@ def _hnsw_candidates(*, scoped: QuerySet, token, vector, backend: EmbeddingBacke
         cursor.execute("SET LOCAL hnsw.ef_search = 200")
         cursor.execute("SET LOCAL enable_sort = off")
     try:
-        return _knn(scoped=scoped, token=token, vector=vector, backend=backend, exact=False)
+        return _knn(scoped=scoped, principal=principal, vector=vector, backend=backend, exact=False)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL enable_sort = on")  # survives savepoints: restore it

@@ -77,7 +77,7 @@ class SearchResult:
     masked_query: str
 
 
-def scope_filter(*, token: Principal, user: str, repository: str, session: str) -> Q:
+def scope_filter(*, principal: Principal, user: str, repository: str, session: str) -> Q:
     """Memories of user U, repository R and session S that the token may read, still unexpired."""
     parts = Q(pk__in=[])
     if user:
@@ -87,7 +87,7 @@ def scope_filter(*, token: Principal, user: str, repository: str, session: str) 
     if session:
         parts |= Q(scope=Scope.SESSION, session=session)
     not_expired = Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
-    return parts & not_expired & memory_visibility(token)
+    return parts & not_expired & memory_visibility(principal)
 
 
 def scope_owner_keys(*, user: str, repository: str, session: str) -> list[str]:
@@ -159,7 +159,7 @@ def _validate(*, query: str, top: int, budget_bytes: int, kinds, where) -> None:
 
 def memory_search(
     *,
-    token: Principal,
+    principal: Principal,
     query: str,
     user: str = "",
     repository: str = "",
@@ -170,16 +170,16 @@ def memory_search(
 ) -> SearchResult:
     """The memories that matter for ``query`` in (user, repository, session), annotated and fenced."""
     started = time.perf_counter()
-    where = resolve_where(token, user=user, repository=repository, session=session)
+    where = resolve_where(principal, user=user, repository=repository, session=session)
     user, repository, session = where.user, where.repository, where.session
     _validate(query=query, top=top, budget_bytes=budget_bytes, kinds=kinds, where=where)
-    masked = mask_query(tenant=token.tenant, query=query)
+    masked = mask_query(tenant=principal.tenant, query=query)
     # The query is embedded on a helper thread while the database finds the text candidates.
     backend = get_backend()
     pending_vector = embed_query_in_background(backend, masked)
 
-    scoped = Memory.objects.for_tenant(token.tenant).filter(
-        scope_filter(token=token, user=user, repository=repository, session=session)
+    scoped = Memory.objects.for_tenant(principal.tenant).filter(
+        scope_filter(principal=principal, user=user, repository=repository, session=session)
     )
     if kinds:
         scoped = scoped.filter(kind__in=kinds)
@@ -188,8 +188,8 @@ def memory_search(
     # The dense statement runs on a side connection once the vector is there (retrieval.side)...
     pending_dense = None
     if covering_path(backend):
-        statement = partial(dense_statement, scope=scope, tenant_id=token.tenant_id, backend=backend)
-        pending_dense = dense_rows_in_background(pending_vector, statement, tenant_id=token.tenant_id)
+        statement = partial(dense_statement, scope=scope, tenant_id=principal.tenant_id, backend=backend)
+        pending_dense = dense_rows_in_background(pending_vector, statement, tenant_id=principal.tenant_id)
     # ... while this connection runs the text statement.
     found = text_candidates(scope=scope, tsquery=lexical_query(masked))
     degraded = False
@@ -199,7 +199,7 @@ def memory_search(
         degraded = True
     else:
         rows = pending_dense.result() if pending_dense is not None else None
-        add_dense_candidates(found, scope=scope, token=token, vector=vector, backend=backend, rows=rows)
+        add_dense_candidates(found, scope=scope, principal=principal, vector=vector, backend=backend, rows=rows)
     dense, lexical, facts = found.dense, found.lexical, found.facts
     use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
     scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)
@@ -219,13 +219,13 @@ def memory_search(
             hit.markers.append("HIGH")
             if not is_pinned(hit.memory):
                 hit.markers.append("unreviewed")
-    statuses = memory_statuses(token=token, memories=[h.memory for h in hits], links=links)
+    statuses = memory_statuses(principal=principal, memories=[h.memory for h in hits], links=links)
     for hit in hits:
         hit.status = statuses[hit.memory.id]
 
     context, _included = render_context([_context_item(h) for h in hits], budget_bytes)
     latency_ms = (time.perf_counter() - started) * 1000
-    _record(token=token, masked=masked, hits=hits, user=user, repository=repository, session=session,
+    _record(principal=principal, masked=masked, hits=hits, user=user, repository=repository, session=session,
             kinds=kinds, dense=dense, degraded=degraded, latency_ms=latency_ms)  # fmt: skip
     return SearchResult(hits=hits, context=context, degraded=degraded, masked_query=masked)
 
@@ -244,7 +244,7 @@ def _context_item(hit: Hit) -> ContextItem:
     )
 
 
-def _record(*, token, masked, hits, user, repository, session, kinds, dense, degraded, latency_ms) -> None:
+def _record(*, principal, masked, hits, user, repository, session, kinds, dense, degraded, latency_ms) -> None:
     best_distance: dict[str, float] = {}
     for hit in hits:
         if hit.similarity is not None:
@@ -252,9 +252,9 @@ def _record(*, token, masked, hits, user, repository, session, kinds, dense, deg
             best_distance[hit.memory.kind] = min(best_distance.get(hit.memory.kind, 2.0), distance)
     ids = [h.memory.id for h in hits]
     ActivityLog.objects.create(
-        tenant=token.tenant,
+        tenant=principal.tenant,
         operation=ActivityLog.Operation.SEARCH,
-        client=token.name,
+        client=principal.name,
         user=user_pseudonym(user),
         query=masked,
         filters={"repository": repository, "session": session, "kinds": kinds or [], "user": user_pseudonym(user)},
@@ -265,8 +265,8 @@ def _record(*, token, masked, hits, user, repository, session, kinds, dense, deg
         memory_ids=ids,
     )
     audit_event_record(
-        tenant=token.tenant,
-        actor=actor_of(token),
+        tenant=principal.tenant,
+        actor=actor_of(principal),
         action=Action.RETRIEVE,
         resource_type="memory",
         resource_ids=ids,

@@ -26,14 +26,14 @@ DECISIONS_MAX = 50
 
 
 def session_context_render(
-    *, token: Principal, user: str = "", repository: str = "", session: str = "", now: datetime | None = None
+    *, principal: Principal, user: str = "", repository: str = "", session: str = "", now: datetime | None = None
 ) -> str:
     """The markdown digest for (user, repository) as ``token`` may see it; with ``session``, that
     session's notes, otherwise the notes of the user's open sessions in the repository."""
-    where = resolve_where(token, user=user, repository=repository, session=session)
+    where = resolve_where(principal, user=user, repository=repository, session=session)
     user, repository, session = where.user, where.repository, where.session
     now = now or timezone.now()
-    visible = Memory.objects.for_tenant(token.tenant).filter(memory_visibility(token))
+    visible = Memory.objects.for_tenant(principal.tenant).filter(memory_visibility(principal))
     visible = visible.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
     in_scope = Q(pk__in=[])
     if user:
@@ -80,7 +80,7 @@ def session_context_render(
                 :DECISIONS_MAX
             ]
         )
-        statuses = memory_statuses(token=token, memories=decisions)
+        statuses = memory_statuses(principal=principal, memories=decisions)
         shown = [
             digest_line(d, statuses[d.id])
             for d in decisions

@@ -43,7 +43,7 @@ def _key(tenant_id, user: str, repository: str) -> str:
 def session_context_store(*, tenant: Tenant, user: str, repository: str) -> SessionContext:
     """Render the digest of (user, repository) and store it; ``generation`` counts the renders."""
     markdown = session_context_render(
-        token=Principal.for_user(tenant=tenant, user=user), user=user, repository=repository
+        principal=Principal.for_user(tenant=tenant, user=user), user=user, repository=repository
     )
     with tenant_context(tenant.id):
         context, created = SessionContext.objects.get_or_create(
@@ -65,13 +65,15 @@ def session_context_get(*, tenant: Tenant, user: str, repository: str) -> Sessio
     return context
 
 
-def session_context_for(*, token: Principal, user: str = "", repository: str = "", session: str = "") -> str:
+def session_context_for(*, principal: Principal, user: str = "", repository: str = "", session: str = "") -> str:
     """The digest a client asked for: stored and kept fresh by the worker for (user, repository);
     rendered live when a session is named (its notes change within a session)."""
-    where = resolve_where(token, user=user, repository=repository, session=session)
+    where = resolve_where(principal, user=user, repository=repository, session=session)
     if where.session:
-        return session_context_render(token=token, user=where.user, repository=where.repository, session=where.session)
-    return session_context_get(tenant=token.tenant, user=where.user, repository=where.repository).markdown
+        return session_context_render(
+            principal=principal, user=where.user, repository=where.repository, session=where.session
+        )
+    return session_context_get(tenant=principal.tenant, user=where.user, repository=where.repository).markdown
 
 
 def affected_digests(memory: Memory) -> list[tuple[str, str]]:

@@ -59,7 +59,7 @@ class AgentsMdApi(APIView):
 
     @extend_schema(parameters=[REPOSITORY], responses={(200, "text/markdown"): OpenApiResponse(str), 304: None})
     def get(self, request, repository):
-        version = agents_md_current(token=request.auth, repository=repository)
+        version = agents_md_current(principal=request.auth, repository=repository)
         if version.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
             response = HttpResponse(status=status.HTTP_304_NOT_MODIFIED)
         else:
@@ -97,7 +97,7 @@ class AgentsMdApi(APIView):
             repository=repository,
             text=text,
             if_match=request.headers.get("If-Match"),
-            token=request.auth,
+            principal=request.auth,
         )
         first = result.created and result.version.number == 1
         body = AgentsMdVersionSerializer(result.version).data | {"changed": result.created, "pii": result.pii}
@@ -143,7 +143,7 @@ class ProposalListApi(APIView):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         paginator = ApiCursorPagination()
-        queryset = proposal_list(token=request.auth, filters=filters.validated_data).select_related("version")
+        queryset = proposal_list(principal=request.auth, filters=filters.validated_data).select_related("version")
         page = paginator.paginate_queryset(queryset, request, self)
         return paginator.get_paginated_response(ProposalOutputSerializer(page, many=True).data)
 
@@ -154,7 +154,7 @@ class ProposalListApi(APIView):
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        result = proposal_file(token=request.auth, **data.validated_data)
+        result = proposal_file(principal=request.auth, **data.validated_data)
         body = ProposalOutputSerializer(result.proposal).data | {"merged": not result.created, "pii": result.pii}
         return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
@@ -169,4 +169,4 @@ class ProposalDetailApi(APIView):
         responses=ProposalOutputSerializer,
     )
     def get(self, request, proposal_id):
-        return Response(ProposalOutputSerializer(proposal_get(token=request.auth, proposal_id=proposal_id)).data)
+        return Response(ProposalOutputSerializer(proposal_get(principal=request.auth, proposal_id=proposal_id)).data)

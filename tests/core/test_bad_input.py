@@ -151,12 +151,13 @@ def test_it_refuses_a_lone_surrogate_in_the_services_that_commands_and_mcp_call(
     from memory_service.exceptions import ValidationError
     from memory_service.memories.services import memory_create
     from proposals.services import proposal_file
+    from tenants.access import Principal
     from tests.factories import make_token
 
-    token = make_token(tenant, permissions=["memory:write", "proposals:write"]).token
+    token = Principal.from_token(make_token(tenant, permissions=["memory:write", "proposals:write"]).token)
     with pytest.raises(ValidationError) as refused:
-        memory_create(token=token, scope="user", user="u1", text=f"{CANARY}{LONE}")
+        memory_create(principal=token, scope="user", user="u1", text=f"{CANARY}{LONE}")
     assert refused.value.fields == {"text": [LONE_SURROGATE]} and CANARY not in refused.value.message
     with pytest.raises(ValidationError) as refused:
-        proposal_file(token=token, repository="web", section="## A", addition=f"{CANARY}{LONE}", reasoning="r")
+        proposal_file(principal=token, repository="web", section="## A", addition=f"{CANARY}{LONE}", reasoning="r")
     assert refused.value.fields == {"addition": [LONE_SURROGATE]}

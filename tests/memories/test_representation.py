@@ -6,6 +6,7 @@ from rest_framework import serializers
 from memory_service.memories.api.serializers import MemoryOutputSerializer
 from memory_service.memories.models import Memory
 from memory_service.memories.selectors import memory_statuses
+from tenants.access import Principal
 from tenants.context import tenant_context
 from tenants.models import ApiToken
 
@@ -33,7 +34,9 @@ def test_the_direct_representation_equals_the_declared_fields(write, api_client,
 
     with tenant_context(tenant.id):
         memories = list(Memory.objects.filter(id__in=[full, bare, replacement]))
-        statuses = memory_statuses(token=ApiToken.objects.get(tenant=tenant), memories=memories)
+        statuses = memory_statuses(
+            principal=Principal.from_token(ApiToken.objects.get(tenant=tenant)), memories=memories
+        )
     context = {"statuses": statuses, "scores": {memories[0].id: 0.123456}, "markers": {memories[0].id: ["HIGH"]}}
     for memory in memories:
         serializer = MemoryOutputSerializer(context=context)

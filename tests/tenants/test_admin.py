@@ -89,13 +89,14 @@ def test_it_never_lets_anyone_add_or_delete_tokens_in_the_admin(two_tenants):
 @pytest.mark.django_db
 def test_it_shows_memories_read_only_and_only_the_tenants(two_tenants):
     from memory_service.memories.services import memory_create
+    from tenants.access import Principal
     from tenants.context import tenant_context
 
     alpha, alpha_token = two_tenants["alpha"]
     bravo, bravo_token = two_tenants["bravo"]
     for token, text in ((alpha_token.token, "alpha remembers the pool size"), (bravo_token.token, "bravo secret")):
         with tenant_context(token.tenant_id):
-            memory_create(token=token, scope="repository", repository="r1", text=text)
+            memory_create(principal=Principal.from_token(token), scope="repository", repository="r1", text=text)
     client = _login(User.objects.create_user("alice", password="x", is_staff=True, tenant=alpha))
     page = client.get("/admin/memories/memory/").content.decode()
     assert "alpha remembers the pool size" in page and "bravo secret" not in page

@@ -59,7 +59,7 @@ class ExportDetailApi(APIView):
 
     @extend_schema(responses=ExportOutputSerializer)
     def get(self, request, export_id):
-        job = export_job_get(token=request.auth, job_id=export_id)
+        job = export_job_get(principal=request.auth, job_id=export_id)
         return Response(ExportOutputSerializer(job).data)
 
 
@@ -76,7 +76,7 @@ class ExportDownloadApi(APIView):
         }
     )
     def get(self, request, export_id):
-        job = export_job_get(token=request.auth, job_id=export_id)
-        path = export_job_download(token=request.auth, job=job)
+        job = export_job_get(principal=request.auth, job_id=export_id)
+        path = export_job_download(principal=request.auth, job=job)
         filename = f"export-{request.auth.tenant.slug}-{job.id}.zip"
         return FileResponse(open(path, "rb"), as_attachment=True, filename=filename, content_type="application/zip")  # noqa: SIM115

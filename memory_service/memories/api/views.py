@@ -43,18 +43,18 @@ def identifier_path(name: str) -> OpenApiParameter:
     return OpenApiParameter(name, {"type": "string", "pattern": IDENTIFIER_RE.pattern}, OpenApiParameter.PATH)
 
 
-def represent(*, token, memories, scores=None, markers=None, statuses=None) -> list[dict]:
+def represent(*, principal, memories, scores=None, markers=None, statuses=None) -> list[dict]:
     """Memories as the API shows them, with derived status (two queries for the whole list,
     unless the caller already has the statuses)."""
     memories = list(memories)
     if statuses is None:
-        statuses = memory_statuses(token=token, memories=memories)
+        statuses = memory_statuses(principal=principal, memories=memories)
     context = {"statuses": statuses, "scores": scores or {}, "markers": markers or {}}
     return MemoryOutputSerializer(memories, many=True, context=context).data
 
 
-def represent_write(*, token, result) -> dict:
-    return represent(token=token, memories=[result.memory])[0] | {"pii": result.pii}
+def represent_write(*, principal, result) -> dict:
+    return represent(principal=principal, memories=[result.memory])[0] | {"pii": result.pii}
 
 
 def _validated(serializer_class, data, **kwargs) -> dict:
@@ -84,8 +84,8 @@ class MemoryListApi(APIView):
     def get(self, request):
         filters = _validated(self.FilterSerializer, request.query_params)
         paginator = ApiCursorPagination()
-        page = paginator.paginate_queryset(memory_list(token=request.auth, filters=filters), request, self)
-        return paginator.get_paginated_response(represent(token=request.auth, memories=page))
+        page = paginator.paginate_queryset(memory_list(principal=request.auth, filters=filters), request, self)
+        return paginator.get_paginated_response(represent(principal=request.auth, memories=page))
 
     @extend_schema(
         request=MemoryInputSerializer,
@@ -97,9 +97,9 @@ class MemoryListApi(APIView):
     )
     def post(self, request):
         data = _validated(MemoryInputSerializer, request.data)
-        result = memory_create(token=request.auth, **data)
+        result = memory_create(principal=request.auth, **data)
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response(represent_write(token=request.auth, result=result), status=code)
+        return Response(represent_write(principal=request.auth, result=result), status=code)
 
 
 class MemoryBulkCreateApi(APIView):
@@ -146,11 +146,14 @@ class MemoryBulkCreateApi(APIView):
     def _one(self, request, item) -> dict:
         try:
             with transaction.atomic():
-                result = memory_create(token=request.auth, **_validated(MemoryInputSerializer, item))
+                result = memory_create(principal=request.auth, **_validated(MemoryInputSerializer, item))
         except (ApplicationError, DrfValidationError) as exc:
             code, body, _headers = error_for(exc)
             return {"status": code, "error": body["error"]}
-        return {"status": 201 if result.created else 200, "memory": represent_write(token=request.auth, result=result)}
+        return {
+            "status": 201 if result.created else 200,
+            "memory": represent_write(principal=request.auth, result=result),
+        }
 
 
 class MemoryDetailApi(APIView):
@@ -160,8 +163,8 @@ class MemoryDetailApi(APIView):
 
     @extend_schema(parameters=[MEMORY_ID], responses=MemoryOutputSerializer)
     def get(self, request, memory_id):
-        memory = memory_get(token=request.auth, memory_id=memory_id)
-        return Response(represent(token=request.auth, memories=[memory])[0])
+        memory = memory_get(principal=request.auth, memory_id=memory_id)
+        return Response(represent(principal=request.auth, memories=[memory])[0])
 
     @extend_schema(
         parameters=[MEMORY_ID],
@@ -172,12 +175,12 @@ class MemoryDetailApi(APIView):
         changes = _validated(MemoryUpdateSerializer, request.data)
         if not changes:
             raise ValidationError("Send at least one field to change.", fields={"non_field_errors": ["Empty."]})
-        result = memory_update(token=request.auth, memory_id=memory_id, changes=changes)
-        return Response(represent_write(token=request.auth, result=result))
+        result = memory_update(principal=request.auth, memory_id=memory_id, changes=changes)
+        return Response(represent_write(principal=request.auth, result=result))
 
     @extend_schema(parameters=[MEMORY_ID], request=None, responses={204: None})
     def delete(self, request, memory_id):
-        memory_delete(token=request.auth, memory_id=memory_id)
+        memory_delete(principal=request.auth, memory_id=memory_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -191,8 +194,8 @@ class MemorySupersedeApi(APIView):
     @extend_schema(parameters=[MEMORY_ID], request=InputSerializer, responses=MemoryOutputSerializer)
     def post(self, request, memory_id):
         data = _validated(self.InputSerializer, request.data)
-        old = memory_supersede(token=request.auth, memory_id=memory_id, by_id=data["by"], partial=data["partial"])
-        return Response(represent(token=request.auth, memories=[old])[0])
+        old = memory_supersede(principal=request.auth, memory_id=memory_id, by_id=data["by"], partial=data["partial"])
+        return Response(represent(principal=request.auth, memories=[old])[0])
 
 
 class MemoryPromoteApi(APIView):
@@ -200,9 +203,9 @@ class MemoryPromoteApi(APIView):
 
     @extend_schema(parameters=[MEMORY_ID], request=None, responses=MemoryOutputSerializer)
     def post(self, request, memory_id):
-        memory = memory_get(token=request.auth, memory_id=memory_id)
+        memory = memory_get(principal=request.auth, memory_id=memory_id)
         memory = memory_promote(tenant=request.auth.tenant, actor=actor_of(request.auth), memory=memory)
-        return Response(represent(token=request.auth, memories=[memory])[0])
+        return Response(represent(principal=request.auth, memories=[memory])[0])
 
 
 class SessionNoteApi(APIView):
@@ -221,9 +224,9 @@ class SessionNoteApi(APIView):
     )
     def put(self, request, session, name):
         data = _validated(self.InputSerializer, request.data)
-        result = session_note_write(token=request.auth, session=session, name=name, **data)
+        result = session_note_write(principal=request.auth, session=session, name=name, **data)
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response(represent_write(token=request.auth, result=result), status=code)
+        return Response(represent_write(principal=request.auth, result=result), status=code)
 
 
 class SearchApi(APIView):
@@ -251,9 +254,9 @@ class SearchApi(APIView):
     )
     def post(self, request):
         data = _validated(self.InputSerializer, request.data)
-        result = memory_search(token=request.auth, **data)
+        result = memory_search(principal=request.auth, **data)
         items = represent(
-            token=request.auth,
+            principal=request.auth,
             memories=[h.memory for h in result.hits],
             scores={h.memory.id: h.score for h in result.hits},
             markers={h.memory.id: h.markers for h in result.hits},
@@ -274,9 +277,9 @@ class DecisionListApi(APIView):
     def get(self, request):
         filters = _validated(self.FilterSerializer, request.query_params)
         paginator = ApiCursorPagination()
-        decisions = decision_list(token=request.auth, repository=filters["repository"])
+        decisions = decision_list(principal=request.auth, repository=filters["repository"])
         page = paginator.paginate_queryset(decisions, request, self)
-        return paginator.get_paginated_response(represent(token=request.auth, memories=page))
+        return paginator.get_paginated_response(represent(principal=request.auth, memories=page))
 
 
 class ActivityListApi(APIView):
@@ -312,7 +315,7 @@ class ActivityListApi(APIView):
     def get(self, request):
         filters = _validated(self.FilterSerializer, request.query_params)
         paginator = ActivityPagination()
-        page = paginator.paginate_queryset(activity_list(token=request.auth, filters=filters), request, self)
+        page = paginator.paginate_queryset(activity_list(principal=request.auth, filters=filters), request, self)
         return paginator.get_paginated_response(self.OutputSerializer(page, many=True).data)
 
 

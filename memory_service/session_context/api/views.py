@@ -22,5 +22,5 @@ class SessionContextApi(APIView):
     def get(self, request):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        markdown = session_context_for(token=request.auth, **filters.validated_data)
+        markdown = session_context_for(principal=request.auth, **filters.validated_data)
         return HttpResponse(markdown, content_type="text/markdown; charset=utf-8")
