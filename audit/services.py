@@ -79,3 +79,21 @@ def audit_event_record(
         if previous["app.tenant_id"] != str(tenant.id):  # a caller bound to another tenant gets it back
             set_current_tenant(previous["app.tenant_id"], using=using)
     return event
+
+
+def audit_read_record(
+    *,
+    principal,
+    resource_type: str,
+    resource_ids: Iterable = (),
+    action: Action | str = Action.RETRIEVE,
+    details: dict | None = None,
+) -> AuditEvent:
+    """Record that ``principal`` (``tenants.access.Principal``) was handed ``resource_ids`` of
+    ``resource_type``: one event per read (for a list, the page's ids and their count), in the
+    request's transaction. Ids and counts only, never content."""
+    ids = [str(i) for i in resource_ids]
+    return audit_event_record(
+        tenant=principal.tenant, actor=principal.actor, action=action, resource_type=resource_type,
+        resource_ids=ids, details={"count": len(ids)} | (details or {}),
+    )  # fmt: skip

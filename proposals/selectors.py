@@ -6,6 +6,7 @@ from datetime import date
 from django.db.models import Case, F, QuerySet, TextField, Value, When
 from django.utils import timezone
 
+from audit.services import audit_read_record
 from memory_service.exceptions import NotFoundError, ValidationError
 from proposals.markdown import DiffLine, diff_lines, insert_addition, parse_section
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal
@@ -27,7 +28,8 @@ def agents_md_latest(*, tenant: Tenant, document: AgentsDocument) -> AgentsDocum
 
 
 def agents_md_current(*, principal: Principal, repository: str) -> AgentsDocumentVersion:
-    """The current AGENTS.md of a repository the token may touch; NotFoundError if it has none."""
+    """The current AGENTS.md of a repository the token may touch, its read audited; NotFoundError
+    if it has none."""
     validate_identifier(repository, field="repository")
     check_repository(principal, repository)
     version = (
@@ -39,6 +41,8 @@ def agents_md_current(*, principal: Principal, repository: str) -> AgentsDocumen
     )
     if version is None:
         raise NotFoundError("This repository has no AGENTS.md yet.")
+    audit_read_record(principal=principal, resource_type="agents_md", resource_ids=[version.id],
+                      details={"version": version.number})  # fmt: skip
     return version
 
 
@@ -78,7 +82,8 @@ def proposal_list(*, principal: Principal, filters: dict) -> QuerySet[Proposal]:
 
 
 def proposal_get(*, principal: Principal, proposal_id) -> Proposal:
-    """A proposal the token may list; NotFoundError if missing, another tenant's or not its own."""
+    """A proposal the token may list, its read audited; NotFoundError if missing, another tenant's
+    or not its own."""
     try:
         proposal_id = uuid.UUID(str(proposal_id))
     except ValueError as exc:
@@ -86,6 +91,7 @@ def proposal_get(*, principal: Principal, proposal_id) -> Proposal:
     proposal = proposal_list(principal=principal, filters={}).filter(id=proposal_id).first()
     if proposal is None:
         raise NotFoundError("No such proposal.")
+    audit_read_record(principal=principal, resource_type="proposal", resource_ids=[proposal.id])
     return proposal
 
 

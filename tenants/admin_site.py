@@ -74,5 +74,45 @@ class ReadOnlyAdmin(TenantScopedAdmin):
         return False
 
 
+def admin_read_record(request, *, resource_type: str, objects: list, view: str) -> None:
+    """Record that the person behind ``request`` was shown ``objects`` (rows with ``tenant_id``):
+    one ``retrieve`` event in each tenant they belong to, with their ids, never their content."""
+    # Imported here: this module is loaded with the admin app, before the models are ready.
+    from audit.models import Action
+    from audit.services import audit_event_record
+    from tenants.selectors import tenant_list
+    from tenants.services import admin_actor
+
+    by_tenant: dict = {}
+    for obj in objects:
+        by_tenant.setdefault(obj.tenant_id, []).append(str(obj.pk))
+    for tenant in tenant_list().filter(id__in=list(by_tenant)):
+        ids = by_tenant[tenant.id]
+        audit_event_record(
+            tenant=tenant, actor=admin_actor(request.user), action=Action.RETRIEVE, resource_type=resource_type,
+            resource_ids=ids, details={"count": len(ids), "view": view},
+        )  # fmt: skip
+
+
+class ReadAuditedAdmin(ReadOnlyAdmin):
+    """Read-only pages whose list and detail views are audited as reads (``admin_read_record``)."""
+
+    audit_resource_type = ""
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        changelist = getattr(response, "context_data", {}).get("cl")
+        if changelist is not None:
+            shown = list(changelist.result_list)
+            admin_read_record(request, resource_type=self.audit_resource_type, objects=shown, view="list")
+        return response
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        shown = self.get_object(request, object_id)
+        if shown is not None:
+            admin_read_record(request, resource_type=self.audit_resource_type, objects=[shown], view="detail")
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
 class MemoryAdminConfig(AdminConfig):
     default_site = "tenants.admin_site.MemoryAdminSite"

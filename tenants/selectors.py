@@ -7,6 +7,7 @@ They read under whatever context the caller runs in: a tenant context (RLS shows
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import OuterRef, QuerySet, Subquery
 
+from audit.services import audit_read_record
 from memory_service import rows
 from memory_service.exceptions import NotFoundError
 from tenants.access import Principal, require_permission, token_visibility
@@ -73,6 +74,14 @@ def token_list(*, principal: Principal) -> QuerySet[ApiToken]:
     ``admin``, those within its own bindings for a bound one (``tenants.access.token_visibility``)."""
     require_permission(principal, Permission.ADMIN)
     return ApiToken.objects.for_tenant(principal.tenant).filter(token_visibility(principal)).order_by("-created")
+
+
+def token_list_read(*, principal: Principal) -> list[ApiToken]:
+    """``token_list`` for a client that is handed the list: the read is audited (the prefixes)."""
+    tokens = list(token_list(principal=principal))
+    audit_read_record(principal=principal, resource_type="api_token", resource_ids=[t.prefix for t in tokens],
+                      details={"list": True})  # fmt: skip
+    return tokens
 
 
 def token_for_prefix(*, prefix: str) -> ApiToken | None:

@@ -28,6 +28,7 @@ class AuditEventListApi(APIView):
     """The tenant's audit events (``admin``), newest first."""
 
     required_permission = Permission.ADMIN
+    audit_read = ("audit_event", Action.AUDIT_EXPORTED)
 
     class FilterSerializer(CursorFilterSerializer):
         action = serializers.ChoiceField(choices=Action.choices, required=False)

@@ -144,10 +144,12 @@ def ensure_tenants(specs) -> dict[str, dict]:
     return known
 
 
-def start_web(extra_env: dict | None = None, app_dir: Path = APP_DIR) -> subprocess.Popen:
-    """uvicorn on WEB_PORT serving the application in ``app_dir``, once it answers /healthz."""
-    if devstack.port_is_open(WEB_PORT):
-        raise SystemExit(f"port {WEB_PORT} is taken")
+def start_web(extra_env: dict | None = None, app_dir: Path = APP_DIR, port: int = WEB_PORT) -> subprocess.Popen:
+    """uvicorn on ``port`` (WEB_PORT) serving the application in ``app_dir``, once it answers /healthz."""
+    if port in (54320, 54321, 8000, PG_PORT):
+        raise SystemExit(f"port {port} belongs to another stack")
+    if devstack.port_is_open(port):
+        raise SystemExit(f"port {port} is taken")
     bin_dir = Path(sys.executable).parent
     env = (
         os.environ
@@ -166,7 +168,7 @@ def start_web(extra_env: dict | None = None, app_dir: Path = APP_DIR) -> subproc
             "--host",
             "127.0.0.1",
             "--port",
-            str(WEB_PORT),
+            str(port),
             "--no-access-log",
             "--log-config",
             str(app_dir / "memory_service" / "uvicorn_logging.json"),
@@ -182,7 +184,7 @@ def start_web(extra_env: dict | None = None, app_dir: Path = APP_DIR) -> subproc
         if process.poll() is not None:
             raise SystemExit(f"uvicorn exited; see {LOG_DIR / 'web.log'}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{WEB_PORT}/healthz", timeout=2):  # noqa: S310
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):  # noqa: S310
                 return process
         except OSError:
             time.sleep(0.3)

@@ -2,11 +2,13 @@
 
 from urllib.parse import parse_qs, urlparse
 
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import NotFound
 from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.response import Response
 
+from audit.services import audit_read_record
 from memory_service.exceptions import ValidationError
 
 
@@ -25,6 +27,20 @@ class ApiCursorPagination(CursorPagination):
     max_page_size = 200
     page_size_query_param = "limit"
     ordering = ("-created_at", "-id")
+
+    def paginate_queryset(self, queryset, request, view=None):
+        """The page, recorded in the audit as one read of its ids (``view.audit_read``: the
+        resource type and action of what the list hands out; a list that declares none is a bug)."""
+        audit_read = getattr(view, "audit_read", None)
+        if audit_read is None:
+            raise ImproperlyConfigured(f"{type(view).__name__} lists without declaring audit_read.")
+        page = super().paginate_queryset(queryset, request, view)
+        resource_type, action = audit_read
+        audit_read_record(
+            principal=request.auth, resource_type=resource_type, action=action,
+            resource_ids=[item.pk for item in page], details={"list": True},
+        )  # fmt: skip
+        return page
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)

@@ -4,6 +4,7 @@ import uuid
 
 from django.db.models import QuerySet
 
+from audit.services import audit_read_record
 from memory_service.exceptions import NotFoundError
 from memory_service.exports.models import ExportJob
 from tenants.access import Principal, check_export_job, export_job_visibility
@@ -21,6 +22,13 @@ def export_job_get(*, principal: Principal, job_id: uuid.UUID | str) -> ExportJo
     if job is None:
         raise NotFoundError("No such export.")
     check_export_job(principal, job)
+    return job
+
+
+def export_job_read(*, principal: Principal, job_id: uuid.UUID | str) -> ExportJob:
+    """``export_job_get`` for a client watching the job: the read is audited."""
+    job = export_job_get(principal=principal, job_id=job_id)
+    audit_read_record(principal=principal, resource_type="export", resource_ids=[job.id])
     return job
 
 

@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError
 
 from memory_service.mcp_server.auth import ApiTokenVerifier
 from memory_service.mcp_server.bridge import call_with_token, describe_invalid_arguments
-from memory_service.memories.selectors import decision_list, memory_statuses
+from memory_service.memories.selectors import decision_index, memory_statuses
 from memory_service.memories.services import memory_create, memory_supersede, session_note_write
 from memory_service.retrieval.render import annotation
 from memory_service.retrieval.search import memory_search
@@ -243,12 +243,9 @@ def build_server() -> MCPServer:
         Use it to answer "which is current?" instead of guessing from search similarity."""
 
         def run(principal):
-            decisions = list(decision_list(principal=principal, repository=repository)[: limit + 1])
-            statuses = memory_statuses(principal=principal, memories=decisions[:limit])
-            return {
-                "decisions": [_item(d, statuses[d.id]) for d in decisions[:limit]],
-                "truncated": len(decisions) > limit,
-            }
+            decisions, truncated = decision_index(principal=principal, repository=repository, limit=limit)
+            statuses = memory_statuses(principal=principal, memories=decisions)
+            return {"decisions": [_item(d, statuses[d.id]) for d in decisions], "truncated": truncated}
 
         return await call_with_token(Permission.MEMORY_READ, run)
 

@@ -7,12 +7,15 @@ from django.utils.text import Truncator
 from memory_service.exceptions import ConflictError
 from memory_service.memories.models import Confidence, Memory, Priority, ReviewQueueMemory, Scope
 from memory_service.memories.services import memory_promote, memory_reject
-from tenants.admin_site import ReadOnlyAdmin
+from tenants.admin_site import ReadAuditedAdmin
 from tenants.services import admin_actor
 
 
 @admin.register(Memory)
-class MemoryAdmin(ReadOnlyAdmin):
+class MemoryAdmin(ReadAuditedAdmin):
+    """Memories, read-only; every list and detail page shown is audited as a read."""
+
+    audit_resource_type = "memory"
     list_display = ["created_at", "kind", "scope", "owner", "excerpt", "priority", "confidence", "embedding_status"]
     list_filter = ["kind", "scope", "confidence", "priority", "embedding_status"]
     search_fields = ["title", "text", "repository", "user", "session", "external_id"]

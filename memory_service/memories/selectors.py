@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from django.db import connection
 from django.db.models import QuerySet
 
+from audit.services import audit_read_record
 from memory_service.exceptions import NotFoundError, ValidationError
 from memory_service.memories.models import ActivityLog, Memory, Scope, Supersession
 from memory_service.memories.status import DerivedStatus, Replacement, derive_status
@@ -53,6 +54,13 @@ def memory_get(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
     memory = Memory.objects.for_tenant(principal.tenant).filter(memory_visibility(principal), id=memory_id).first()
     if memory is None:
         raise NotFoundError("No such memory.")
+    return memory
+
+
+def memory_read(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
+    """``memory_get`` for a client that is handed the memory: the read is audited."""
+    memory = memory_get(principal=principal, memory_id=memory_id)
+    audit_read_record(principal=principal, resource_type="memory", resource_ids=[memory.id])
     return memory
 
 
@@ -114,6 +122,16 @@ def decision_list(*, principal: Principal, repository: str) -> QuerySet[Memory]:
         .filter(memory_visibility(principal), scope=Scope.REPOSITORY, repository=repository, kind="decision")
         .order_by("-created_at", "-id")
     )
+
+
+def decision_index(*, principal: Principal, repository: str, limit: int) -> tuple[list[Memory], bool]:
+    """The newest ``limit`` decisions of ``decision_list`` and whether there are more; the read is
+    audited (the decisions' ids)."""
+    decisions = list(decision_list(principal=principal, repository=repository)[: limit + 1])
+    shown = decisions[:limit]
+    audit_read_record(principal=principal, resource_type="memory", resource_ids=[d.id for d in shown],
+                      details={"list": True})  # fmt: skip
+    return shown, len(decisions) > limit
 
 
 def activity_list(*, principal: Principal, filters: dict) -> QuerySet[ActivityLog]:

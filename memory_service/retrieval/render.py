@@ -177,3 +177,13 @@ def digest_line(memory: Memory, status: DerivedStatus | None = None) -> str:
     marker = annotation(status) if status is not None else ""
     marker = f" {marker}" if marker else ""
     return f"- [{memory.kind} {memory.id} {memory.occurred_at:%Y-%m-%d}]{marker} {text}"
+
+
+# The head of a digest line, as ``digest_line`` writes it at the start of a line (memory text is
+# escaped into the rest of that line, so it can never start one).
+_DIGEST_HEAD = re.compile(r"^- \[\S+ ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) ", re.MULTILINE)
+
+
+def digest_memory_ids(markdown: str) -> list[str]:
+    """The ids of the memories a digest lists, in order, from the heads ``digest_line`` wrote."""
+    return _DIGEST_HEAD.findall(markdown)

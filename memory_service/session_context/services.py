@@ -18,8 +18,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audit.services import audit_read_record
 from memory_service.memories.models import Memory, Scope
 from memory_service.redis import get_redis
+from memory_service.retrieval.render import digest_memory_ids
 from memory_service.session_context.models import SessionContext
 from memory_service.session_context.selectors import session_context_render
 from tenants.access import Principal, resolve_where
@@ -67,13 +69,18 @@ def session_context_get(*, tenant: Tenant, user: str, repository: str) -> Sessio
 
 def session_context_for(*, principal: Principal, user: str = "", repository: str = "", session: str = "") -> str:
     """The digest a client asked for: stored and kept fresh by the worker for (user, repository);
-    rendered live when a session is named (its notes change within a session)."""
+    rendered live when a session is named (its notes change within a session). The read is
+    audited with the ids of the memories the digest lists."""
     where = resolve_where(principal, user=user, repository=repository, session=session)
     if where.session:
-        return session_context_render(
+        markdown = session_context_render(
             principal=principal, user=where.user, repository=where.repository, session=where.session
         )
-    return session_context_get(tenant=principal.tenant, user=where.user, repository=where.repository).markdown
+    else:
+        markdown = session_context_get(tenant=principal.tenant, user=where.user, repository=where.repository).markdown
+    audit_read_record(principal=principal, resource_type="memory", resource_ids=digest_memory_ids(markdown),
+                      details={"view": "session_context"})  # fmt: skip
+    return markdown
 
 
 def affected_digests(memory: Memory) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.models import Action
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer, StrictSerializer
 from memory_service.exceptions import ValidationError
@@ -123,6 +124,8 @@ class ProposalOutputSerializer(serializers.Serializer):
 class ProposalListApi(APIView):
     """``POST`` files a proposal (``proposals:write``); ``GET`` lists the proposals this token
     filed, with their status (an ``admin`` token sees the tenant's)."""
+
+    audit_read = ("proposal", Action.RETRIEVE)
 
     class InputSerializer(StrictSerializer):
         repository = serializers.CharField(max_length=128)

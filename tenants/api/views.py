@@ -7,7 +7,7 @@ from rest_framework.views import APIView
 
 from memory_service.api.serializers import StrictSerializer
 from tenants.models import Permission
-from tenants.selectors import token_get, token_list
+from tenants.selectors import token_get, token_list_read
 from tenants.services import token_create, token_revoke
 
 
@@ -40,7 +40,7 @@ class TokenListApi(APIView):
 
     @extend_schema(responses=TokenOutputSerializer(many=True))
     def get(self, request):
-        tokens = token_list(principal=request.auth)
+        tokens = token_list_read(principal=request.auth)
         return Response({"results": TokenOutputSerializer(tokens, many=True).data, "next": None})
 
     @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from memory_service.api.serializers import StrictSerializer
 from memory_service.exports.models import ExportStatus
-from memory_service.exports.selectors import export_job_get
+from memory_service.exports.selectors import export_job_get, export_job_read
 from memory_service.exports.services import export_job_download, export_job_request
 from tenants.models import Permission
 
@@ -59,7 +59,7 @@ class ExportDetailApi(APIView):
 
     @extend_schema(responses=ExportOutputSerializer)
     def get(self, request, export_id):
-        job = export_job_get(principal=request.auth, job_id=export_id)
+        job = export_job_read(principal=request.auth, job_id=export_id)
         return Response(ExportOutputSerializer(job).data)
 
 

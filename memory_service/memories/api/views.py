@@ -8,6 +8,7 @@ from rest_framework.exceptions import ValidationError as DrfValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from audit.models import Action
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer
 from memory_service.exceptions import ApplicationError, ValidationError, error_for
@@ -20,7 +21,14 @@ from memory_service.memories.api.serializers import (
     identifier_field,
 )
 from memory_service.memories.models import ActivityLog, Confidence, Kind, Priority, Scope
-from memory_service.memories.selectors import activity_list, decision_list, memory_get, memory_list, memory_statuses
+from memory_service.memories.selectors import (
+    activity_list,
+    decision_list,
+    memory_get,
+    memory_list,
+    memory_read,
+    memory_statuses,
+)
 from memory_service.memories.services import (
     memory_create,
     memory_delete,
@@ -65,6 +73,8 @@ def _validated(serializer_class, data, **kwargs) -> dict:
 
 class MemoryListApi(APIView):
     """``GET`` lists memories (``memory:read``); ``POST`` stores one (``memory:write``)."""
+
+    audit_read = ("memory", Action.RETRIEVE)
 
     class FilterSerializer(CursorFilterSerializer):
         scope = serializers.ChoiceField(choices=Scope.choices, required=False)
@@ -163,7 +173,7 @@ class MemoryDetailApi(APIView):
 
     @extend_schema(parameters=[MEMORY_ID], responses=MemoryOutputSerializer)
     def get(self, request, memory_id):
-        memory = memory_get(principal=request.auth, memory_id=memory_id)
+        memory = memory_read(principal=request.auth, memory_id=memory_id)
         return Response(represent(principal=request.auth, memories=[memory])[0])
 
     @extend_schema(
@@ -269,6 +279,7 @@ class DecisionListApi(APIView):
     """The decision index of a repository: every decision with its derived status."""
 
     required_permission = Permission.MEMORY_READ
+    audit_read = ("memory", Action.RETRIEVE)
 
     class FilterSerializer(CursorFilterSerializer):
         repository = serializers.RegexField(IDENTIFIER_RE)
@@ -286,6 +297,7 @@ class ActivityListApi(APIView):
     """Search analytics (``admin``): masked queries, hits, best distance per kind, latency, client."""
 
     required_permission = Permission.ADMIN
+    audit_read = ("activity", Action.RETRIEVE)
 
     class FilterSerializer(CursorFilterSerializer):
         operation = serializers.ChoiceField(choices=ActivityLog.Operation.choices, required=False)

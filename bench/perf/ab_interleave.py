@@ -1,0 +1,109 @@
+"""REST search and write latency of two frozen copies of the application, request by request.
+
+    .venv/bin/python -m bench.perf.ab_interleave .data/bench/app-<old> .data/bench/app-<new> [--size 10000]
+
+Where ``ab_rest`` alternates whole runs (one server at a time, ~30 s each), this serves both
+copies at once, the first on 127.0.0.1:8030 and the second on 8031, and sends every request to
+one and then the other (which goes first alternates), so both meet the same state of the shared
+machine, whose speed drifts by tens of percent between runs. Searches: the same 400 queries to
+both (30 more first, not counted). Writes: ``--writes`` pairs of distinct notes with PII in
+them, one of each pair to each server (10 pairs more first, not counted): the same text twice
+would be answered as a duplicate. Both servers run with the rate limits off (as in ``ab_rest``).
+The memories written are deleted at the end and the bench Redis db emptied of their tasks.
+Needs the bench database running with a corpus loaded, as ``ab_rest`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench.perf import corpus, measure, stack
+from bench.perf.ab_rest import NO_LIMITS, delete_written, variant
+
+PORTS = (stack.WEB_PORT, stack.WEB_PORT + 1)
+
+
+def write_body(rng: random.Random, specs, sizes, number: int) -> tuple[str, dict]:
+    """(tenant slug, body) of one POST /api/v1/memories, as ``measure.http_writes`` builds them."""
+    spec = specs[rng.choices(range(len(specs)), weights=sizes)[0]]
+    title, text = corpus.make_pii_note(rng, number)
+    if rng.random() < 0.45:
+        body = {"scope": "user", "user": rng.choice(spec.users)}
+    else:
+        body = {"scope": "repository", "repository": rng.choice(spec.repositories)}
+    body |= {"text": text, "title": title, "kind": rng.choice(list(corpus.KIND_WEIGHTS)), "tags": ["bench"]}
+    return spec.slug, body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("variants", nargs=2, help="DIR[@NAME=VALUE,...]: first the baseline")
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--size", type=int, default=1_000_000, help="corpus size loaded")
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    args = parser.parse_args()
+    specs = corpus.tenant_specs()
+    sizes = corpus.tenant_sizes(args.size)
+    tenants = json.loads(stack.TOKENS_FILE.read_text())
+    items = measure.workload(specs, tenants, args.size, args.requests + 30, seed=args.size)
+    latencies: dict[tuple[str, str], list[float]] = defaultdict(list)
+    codes: dict[str, dict[int, int]] = {spec: defaultdict(int) for spec in args.variants}
+    ids: list[str] = []
+    processes, clients = [], {}
+    try:
+        for spec, port in zip(args.variants, PORTS, strict=True):
+            app_dir, env = variant(spec)
+            processes.append(stack.start_web(extra_env=NO_LIMITS | env, app_dir=Path(app_dir), port=port))
+            clients[spec] = measure.KeepAliveClient(f"http://127.0.0.1:{port}")
+
+        def send(spec: str, path: str, body: dict, token: str, kind: str, counted: bool) -> None:
+            started = time.perf_counter()
+            response = clients[spec].post(path, json=body, headers={"Authorization": f"Bearer {token}"})
+            ms = (time.perf_counter() - started) * 1000
+            codes[spec][response.status_code] += 1
+            if kind == "write" and response.status_code in (200, 201):
+                ids.append(response.json()["id"])
+            if counted and response.status_code in (200, 201):
+                latencies[kind, spec].append(ms)
+
+        for k, item in enumerate(items):
+            body = {"query": item["query"], "user": item["user"], "repository": item["repository"]}
+            for spec in args.variants if k % 2 == 0 else reversed(args.variants):
+                send(spec, "/api/v1/search", body, item["token"], "search", k >= 30)
+        rng = random.Random(args.size + 1)
+        for k in range(args.writes + 10):
+            pair = [write_body(rng, specs, sizes, 2 * k + j) for j in range(2)]
+            order = args.variants if k % 2 == 0 else list(reversed(args.variants))
+            for spec, (slug, body) in zip(order, pair, strict=True):
+                send(spec, "/api/v1/memories", body, tenants[slug]["token"], "write", k >= 10)
+    finally:
+        for client in clients.values():
+            client.close()
+        for process in processes:
+            stack.stop_process(process)
+        deleted = delete_written(ids) if ids else 0
+    first, second = args.variants
+    out = {"codes": {spec: dict(c) for spec, c in codes.items()}, "deleted": deleted}
+    for kind in ("search", "write"):
+        figures = {spec: measure.summary(latencies[kind, spec]) for spec in args.variants}
+        out[kind] = figures | {
+            "ratio_p50": round(figures[second]["p50"] / figures[first]["p50"], 3),
+            "ratio_p95": round(figures[second]["p95"] / figures[first]["p95"], 3),
+            "ratio_mean": round(figures[second]["mean"] / figures[first]["mean"], 3),
+        }
+        for spec in args.variants:
+            print(f"{kind} {spec}: {figures[spec]}")
+        print(f"{kind} {second} / {first}: p50 {out[kind]['ratio_p50']} p95 {out[kind]['ratio_p95']}")
+    print(f"status codes {out['codes']}, deleted {deleted}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"args": vars(args)} | out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
