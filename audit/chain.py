@@ -36,3 +36,9 @@ def canonical(*, tenant_id, seq, at, actor, action, resource_type, resource_ids,
 def link(*, payload: bytes, prev_hash: str) -> str:
     key = settings.AUDIT_HMAC_KEY.encode()
     return hmac.new(key, payload + prev_hash.encode(), hashlib.sha256).hexdigest()
+
+
+def purpose_key(purpose: str) -> bytes:
+    """A key for one purpose only, derived from ``AUDIT_HMAC_KEY``: what is signed for one purpose
+    (a checkpoint) never verifies as another (a link of the chain)."""
+    return hmac.new(settings.AUDIT_HMAC_KEY.encode(), f"memory-service:{purpose}".encode(), hashlib.sha256).digest()

@@ -1,5 +1,6 @@
 """Reads of the audit trail."""
 
+from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import QuerySet
 
 from audit.models import AuditEvent
@@ -9,6 +10,24 @@ from tenants.access import Principal, require_unbound
 def audit_tenant_ids() -> list:
     """Ids of the tenants that have audit events, as far as the caller's context shows."""
     return list(AuditEvent.objects.values_list("tenant_id", flat=True).distinct())
+
+
+def audit_chain_tenant_ids() -> list[str]:
+    """Ids of every tenant that has audit events, whatever the caller's context shows: for jobs
+    that visit each chain (a function that may look past RLS; it reveals nothing else)."""
+    with connections[router.db_for_read(AuditEvent) or DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute("SELECT app_audit_tenant_ids()")
+        return [str(row[0]) for row in cursor.fetchall()]
+
+
+def audit_chain_head(*, tenant_id) -> tuple[int, str] | None:
+    """(seq, hash) of the tenant's newest event, or None when it has none (read under RLS)."""
+    return AuditEvent.objects.filter(tenant_id=tenant_id).order_by("-seq").values_list("seq", "hash").first()
+
+
+def audit_event_hash(*, tenant_id, seq: int) -> str | None:
+    """The link of the tenant's event number ``seq``, or None when there is no such event."""
+    return AuditEvent.objects.filter(tenant_id=tenant_id, seq=seq).values_list("hash", flat=True).first()
 
 
 def audit_event_list(*, principal: Principal, filters: dict) -> QuerySet[AuditEvent]:

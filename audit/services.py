@@ -1,7 +1,8 @@
-"""The only way to write an audit event."""
+"""The only way to write an audit event, and the writing of checkpoints of the chains."""
 
 import hashlib
 import hmac
+import logging
 from collections.abc import Iterable
 
 from django.conf import settings
@@ -9,9 +10,13 @@ from django.db import router, transaction
 from django.utils import timezone
 
 from audit.chain import GENESIS, canonical, link
+from audit.checkpoints import Checkpoint, CheckpointStore, checkpoint_sign, checkpoint_store, checkpoint_valid
 from audit.models import Action, AuditEvent
-from tenants.context import query_with_settings, set_current_tenant
+from audit.selectors import audit_chain_head, audit_chain_tenant_ids, audit_event_hash
+from tenants.context import query_with_settings, set_current_tenant, tenant_context
 from tenants.models import Tenant
+
+logger = logging.getLogger(__name__)
 
 
 def user_pseudonym(user: str) -> str:
@@ -97,3 +102,54 @@ def audit_read_record(
         tenant=principal.tenant, actor=principal.actor, action=action, resource_type=resource_type,
         resource_ids=ids, details={"count": len(ids)} | (details or {}),
     )  # fmt: skip
+
+
+def audit_checkpoint_write(*, tenant_id, seq: int, hash: str, by: str, store: CheckpointStore) -> Checkpoint:
+    """Sign the head (``seq``, ``hash``) of ``tenant_id``'s chain as of now and append it to ``store``.
+
+    The caller vouches that this head extends the tenant's latest checkpoint (``verify_audit`` has
+    just compared them; ``audit_checkpoint_advance`` checks it)."""
+    checkpoint = checkpoint_sign(tenant_id=tenant_id, seq=seq, hash=hash, at=timezone.now(), by=by)
+    store.append(checkpoint)
+    return checkpoint
+
+
+def audit_checkpoint_advance(*, tenant_id, store: CheckpointStore, by: str = "schedule") -> Checkpoint | None:
+    """Checkpoint ``tenant_id``'s chain head if it moved past the latest checkpoint (or there is none);
+    returns the checkpoint written, or None. Runs in a transaction bound to the tenant.
+
+    Never checkpoints a chain that no longer holds the latest checkpoint — shorter than it, or with
+    another link at its seq — nor past a checkpoint that is not validly signed: that would bless a
+    deletion. Those are logged as errors and left for ``verify_audit`` to report."""
+    head = audit_chain_head(tenant_id=tenant_id)
+    if head is None:
+        return None
+    seq, head_hash = head
+    latest = store.latest(tenant_id)
+    if latest is not None:
+        if not checkpoint_valid(latest, tenant_id=tenant_id):
+            logger.error(
+                "audit checkpoint not written: the latest one is not validly signed",
+                extra={"tenant_id": str(tenant_id), "checkpoint_seq": latest.seq},
+            )
+            return None
+        if seq == latest.seq and head_hash == latest.hash:
+            return None
+        if seq < latest.seq or audit_event_hash(tenant_id=tenant_id, seq=latest.seq) != latest.hash:
+            logger.error(
+                "audit checkpoint not written: the chain no longer holds its latest checkpoint",
+                extra={"tenant_id": str(tenant_id), "checkpoint_seq": latest.seq, "head_seq": seq},
+            )
+            return None
+    return audit_checkpoint_write(tenant_id=tenant_id, seq=seq, hash=head_hash, by=by, store=store)
+
+
+def audit_checkpoints_write(*, store: CheckpointStore | None = None) -> int:
+    """Checkpoint the head of every tenant's chain that moved (``audit_checkpoint_advance``), each
+    read under its own tenant's RLS; returns how many checkpoints were written."""
+    store = store if store is not None else checkpoint_store()
+    written = 0
+    for tenant_id in audit_chain_tenant_ids():
+        with tenant_context(tenant_id):
+            written += audit_checkpoint_advance(tenant_id=tenant_id, store=store) is not None
+    return written

@@ -48,11 +48,27 @@ class ApiTokenAdmin(ReadOnlyAdmin):
 
 @admin.register(User)
 class UserAdmin(DjangoUserAdmin):
-    """Admin users; only platform operators manage them."""
+    """Admin users; only platform operators see or manage them.
+
+    The user table has no row-level security (logins read it before any tenant is known), so a
+    tenant administrator must never reach these pages, whatever model permissions they were given.
+    """
 
     fieldsets = DjangoUserAdmin.fieldsets + (("Tenant", {"fields": ("tenant",)}),)
     list_display = ["username", "is_staff", "is_superuser", "tenant"]
     list_filter = ["is_staff", "is_superuser", "tenant"]
 
     def has_module_permission(self, request):
+        return request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser

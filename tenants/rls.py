@@ -4,8 +4,9 @@ Every table with a ``tenant_id`` column gets ``EnableTenantRLS`` in the migratio
 it. The policy admits a row only when its ``tenant_id`` equals the transaction's
 ``app.tenant_id`` (set by ``tenants.context``); with no tenant set nothing is visible and nothing
 can be written. FORCE applies the policy to the table owner too; only roles with BYPASSRLS (the
-``admin`` alias) see across tenants. ``tests/tenants/test_rls.py`` fails the build if a tenant
-table lacks it.
+``admin`` alias) see across tenants. ``tests/tenants/test_rls_catalog.py`` reads PostgreSQL's
+catalog and fails the build if a table with a ``tenant_id`` column lacks it, or if any policy
+differs from the expected ones.
 """
 
 from django.db import migrations

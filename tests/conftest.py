@@ -9,6 +9,13 @@ from tests.factories import make_tenant, make_token
 ALL_PERMISSIONS = list(Permission.values)
 
 
+@pytest.fixture(autouse=True)
+def audit_checkpoint_dir(settings, tmp_path):
+    """Each test keeps its audit checkpoints in a directory of its own (the file store's default)."""
+    settings.AUDIT_CHECKPOINT_DIR = tmp_path / "audit-checkpoints"
+    return settings.AUDIT_CHECKPOINT_DIR
+
+
 @pytest.fixture
 def tenant(db):
     return make_tenant("acme")

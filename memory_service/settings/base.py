@@ -169,6 +169,13 @@ STORAGES = {
 }
 STORAGE_DIR = env.path("STORAGE_DIR", default=BASE_DIR / ".data" / "storage")
 
+# Checkpoints of the audit chains' heads, kept outside the database (audit/checkpoints.py): the
+# store's class, the default (file) store's directory, and how often beat checkpoints every chain
+# whose head moved. Deleting events newer than a chain's last checkpoint leaves no trace.
+AUDIT_CHECKPOINT_STORE = env.str("AUDIT_CHECKPOINT_STORE", default="audit.checkpoints.FileCheckpointStore")
+AUDIT_CHECKPOINT_DIR = env.path("AUDIT_CHECKPOINT_DIR", default=Path(STORAGE_DIR) / "audit-checkpoints")
+AUDIT_CHECKPOINT_INTERVAL_SECONDS = env.int("AUDIT_CHECKPOINT_INTERVAL_SECONDS", default=60)
+
 # Requests bigger than this are refused with 413 before they are parsed.
 MAX_REQUEST_BYTES = env.int("MAX_REQUEST_BYTES", default=8 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
@@ -198,6 +205,10 @@ CELERY_BEAT_SCHEDULE = {
     "embed-pending": {"task": "memory_service.memories.tasks.embed_pending_sweep", "schedule": 30.0},
     "exports-requeue-stale": {"task": "memory_service.exports.tasks.export_requeue_stale_task", "schedule": 60.0},
     "retention-purge": {"task": "memory_service.retention.tasks.retention_purge_task", "schedule": 3600.0},
+    "audit-checkpoint": {
+        "task": "audit.tasks.audit_checkpoint_task",
+        "schedule": float(AUDIT_CHECKPOINT_INTERVAL_SECONDS),
+    },
 }
 # Compliance exports are long: they run on their own queue, so they never hold up embeddings.
 CELERY_TASK_ROUTES = {"memory_service.exports.tasks.export_build_task": {"queue": "exports"}}
