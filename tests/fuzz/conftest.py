@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, settings
 _QUIET = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much]
 
 settings.register_profile("fast", max_examples=25, stateful_step_count=15, deadline=None, suppress_health_check=_QUIET)
-settings.register_profile("full", max_examples=300, stateful_step_count=40, deadline=None, suppress_health_check=_QUIET)
+# `full`: 600 examples of up to 50 steps, so that the isolation machine runs 20,000 steps or more
+# (hypothesis ends an example early now and then).
+settings.register_profile("full", max_examples=600, stateful_step_count=50, deadline=None, suppress_health_check=_QUIET)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 FULL = settings().max_examples > settings.get_profile("fast").max_examples

@@ -1,25 +1,34 @@
 """Tenant and user isolation under random sequences of operations (hypothesis, stateful).
 
-Three fresh tenants per example, each with five tokens: one with every permission, two bound to a
-user, one bound to a repository, one bound to both. Random REST calls and MCP tool calls write,
-read, search, edit, delete and supersede memories, file proposals and import AGENTS.md — naming
-ids of other tenants and other users as often as their own. Every text written carries a unique
-marker (``canary-<run><tenant>-<owner>-<n>``) whose owner the test records. After every response:
+Three fresh tenants per example, each with the tokens of ``TOKENS``: one with every permission,
+tokens bound to a user, to repositories or to both, and bound tokens that may also export or
+administer. Random REST calls and MCP tool calls write, read, search, edit, delete and supersede
+memories, file proposals, import AGENTS.md, embed a tenant's pending memories (searches then run
+their dense stage on side connections), start and read exports, mint, list and revoke tokens,
+erase users and read the activity and the audit — naming ids of other tenants and other users as
+often as their own. Every text written carries a unique marker (``canary-<run><tenant>-<owner>-<n>``)
+whose owner the test records. After every response:
 
 - no body contains a marker the calling token may not read: another tenant's, another user's
   user-scope or session memory (for a token bound to a user), a memory of a repository the token
   is not bound to, a proposal the token did not file (unless it is an admin token);
 - the status is the one the model predicts (200 only for what the token may read, 404 for the
-  rest — never 403, which would reveal existence; 403 for naming another user or repository);
-- what a write returned 2xx for is then readable by its writer, and a full listing of memories is
-  exactly the memories the token may read.
+  rest — never 403, which would reveal existence; 403 for naming another user or repository; the
+  operations beyond memories follow the table of expected answers below);
+- what a write returned 2xx for is then readable by its writer; a full listing of memories is
+  exactly the memories the token may read; a search returns only memories the token may read and
+  finds a memory just embedded by its marker; a token listing is exactly the tokens the token may
+  manage, and a minted token reads exactly what its bindings allow.
 """
 
 import asyncio
+import functools
 import itertools
 import json
 import re
+import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
@@ -31,7 +40,11 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver.exceptions import ToolError
 
+from memory_service.embeddings.backends import get_backend
+from memory_service.embeddings.services import embed_memories, pending_memory_ids
 from memory_service.mcp_server.server import build_server
+from memory_service.retrieval import side
+from tenants.context import tenant_context
 from tests.conftest import ALL_PERMISSIONS, client_for
 from tests.factories import make_tenant, make_token
 
@@ -40,35 +53,59 @@ USERS = ("u1", "u2", "u3")
 REPOS = ("r1", "r2")
 SESSIONS = ("s1", "s2")
 AGENT = ["memory:read", "memory:write", "proposals:write"]
+# What a token minted without a list of permissions may do.
+DEFAULT_PERMISSIONS = frozenset({"memory:read", "memory:write"})
 # key → (bound user, bound repositories, permissions)
 TOKENS = {
     "admin": ("", [], ALL_PERMISSIONS),
     "u1": ("u1", [], AGENT),
-    "u2": ("u2", [], AGENT),
+    "u2": ("u2", [], [*AGENT, "export"]),
     "r1": ("", ["r1"], AGENT),
     "u1r2": ("u1", ["r2"], AGENT),
+    "u1admin": ("u1", ["r1"], ALL_PERMISSIONS),
+    "r12admin": ("", ["r1", "r2"], ALL_PERMISSIONS),
 }
 MARKER_RE = re.compile(r"canary-[a-z0-9]+-[a-z0-9]+-\d+")
 _runs = itertools.count(1)
+# Totals over every example of a test run: machines, steps, searches answered 200, dense stages run
+# on a side connection, memories found again by their marker just after being embedded; and the
+# steps of each rule.
+RUN: Counter = Counter()
+RULES: Counter = Counter()
 
-user_arg = st.sampled_from(("",) + USERS)
-repo_arg = st.sampled_from(("",) + REPOS)
-session_arg = st.sampled_from(("",) + SESSIONS)
+# An id or none (''). Listed last: hypothesis draws the first element far more often than the others.
+user_arg = st.sampled_from(USERS + ("",))
+repo_arg = st.sampled_from(REPOS + ("",))
+session_arg = st.sampled_from(SESSIONS + ("",))
 
 
 @dataclass(frozen=True)
 class Actor:
+    """A token as the model knows it."""
+
     key: str
     tenant: str
     user: str
     repositories: tuple[str, ...]
-    admin: bool
+    permissions: frozenset[str] = field(repr=False)
     raw: str = field(repr=False)
+    prefix: str = field(default="", repr=False)
+
+    def may(self, permission: str) -> bool:
+        return permission in self.permissions
+
+    @property
+    def admin(self) -> bool:
+        return self.may("admin")
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.user or self.repositories)
 
 
 @dataclass(frozen=True)
 class Canary:
-    """Who may read the thing that carries a marker."""
+    """Who may read the thing that carries a marker (and, for a memory, who wrote it)."""
 
     tenant: str
     what: str  # memory | proposal | agents_md
@@ -76,6 +113,7 @@ class Canary:
     user: str = ""
     repository: str = ""
     session: str = ""
+    author: str = ""
 
 
 @dataclass
@@ -85,6 +123,107 @@ class Written:
     canary: Canary
     marker: str
     deleted: bool = False
+    embedded: bool = False
+
+
+@dataclass
+class ExportJob:
+    """An export job the model knows. No worker runs: it stays queued until an erasure erases it."""
+
+    tenant: str
+    user: str  # '' for the whole tenant; after an erasure of its user, no user's any more
+    erased: bool = False
+
+
+# -- Expected answers beyond memories: the rules of tenants/access.py, written out here -----------
+#
+#   operation                     unbound            bound to user U              bound to repositories R
+#   GET activity, GET audit,      200                403                          403
+#     POST erasures
+#   POST exports {"user": X}      202 (X's job,      202 (U's job) if X is ''     403
+#                                 '' = the tenant)   or U, else 403
+#   GET exports/{id}              200                404 unless U's job           403
+#   GET exports/{id}/download     409 (410 erased)   404 unless U's job, else     403
+#                                                    409 (410 erased)
+#   POST tokens                   201                201 if the user is U         201 if the repositories are
+#                                                                                 non-empty and ⊆ R, and no
+#                                                                                 user unless bound to U too
+#   GET tokens lists,             every token        tokens of user U             tokens of repositories
+#     revoke finds (else 404)                                                     non-empty and ⊆ R
+#
+# A token bound to both a user and repositories meets both columns' conditions (on an export job,
+# the user's 404 comes before the repositories' 403). A token lacking the operation's permission
+# (admin, or export) gets 403 before anything is looked up; another tenant's job or token is a 404.
+# A minted token never has a permission its issuer lacks (403). A token bound to repositories only
+# may not mint a user's token: that token would read the user's memories, which its issuer cannot.
+
+
+def expect_tenant_wide(actor: Actor) -> int:
+    """GET activity, GET audit, POST erasures: they span every user and repository."""
+    return 200 if actor.admin and not actor.bound else 403
+
+
+def expect_export_start(actor: Actor, user: str) -> tuple[int, str | None]:
+    """POST exports naming ``user`` ('' for none): the status and the user the job exports."""
+    if not actor.may("export") or actor.repositories:
+        return 403, None
+    if actor.user:
+        return (202, actor.user) if user in ("", actor.user) else (403, None)
+    return 202, user
+
+
+def expect_export_read(actor: Actor, job: ExportJob | None, *, download: bool) -> int:
+    """GET exports/{id} (or its download) of ``job`` (None: no such job)."""
+    if not actor.may("export"):
+        return 403
+    if job is None or job.tenant != actor.tenant or (actor.user and job.user != actor.user):
+        return 404
+    if actor.repositories:
+        return 403
+    if download:
+        return 410 if job.erased else 409  # never built: no worker runs
+    return 200
+
+
+def expect_token_create(issuer: Actor, *, permissions: frozenset, user: str, repositories: set) -> int:
+    """POST tokens by ``issuer``: 201 only for a token within the issuer."""
+    within = (
+        issuer.admin
+        and permissions <= issuer.permissions
+        and (user == issuer.user if issuer.user else not (issuer.repositories and user))
+        and (not issuer.repositories or (repositories and repositories <= set(issuer.repositories)))
+    )
+    return 201 if within else 403
+
+
+def may_manage_token(manager: Actor, token: Actor) -> bool:
+    """Whether GET tokens by ``manager`` lists ``token``, and revoking it is not a 404."""
+    return (
+        token.tenant == manager.tenant
+        and (not manager.user or token.user == manager.user)
+        and (
+            not manager.repositories
+            or (bool(token.repositories) and set(token.repositories) <= set(manager.repositories))
+        )
+    )
+
+
+def step(function):
+    """A rule of the machine that draws its arguments as it goes, counted in ``RUN`` and ``RULES``."""
+
+    @functools.wraps(function)
+    def counted(self, data):
+        RUN["steps"] += 1
+        RULES[function.__name__] += 1
+        return function(self, data)
+
+    return rule(data=st.data())(counted)
+
+
+def side_served() -> int:
+    """How many dense stages the side connections have run so far (``retrieval.side``)."""
+    stats = side.side_pool().get_stats()
+    return stats.get("requests_num", 0) - stats.get("requests_errors", 0)
 
 
 _mcp_server = None
@@ -123,13 +262,16 @@ class IsolationMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.run = next(_runs)
+        RUN["machines"] += 1
         self.n = itertools.count(1)
+        self.tenants = {}
         self.actors: list[Actor] = []
         for tenant_key in TENANTS:
-            tenant = make_tenant(f"iso-{self.run}-{tenant_key}")
+            tenant = self.tenants[tenant_key] = make_tenant(f"iso-{self.run}-{tenant_key}")
             for key, (user, repositories, permissions) in TOKENS.items():
-                raw = make_token(tenant, name=key, permissions=permissions, user=user, repositories=repositories).raw
-                self.actors.append(Actor(key, tenant_key, user, tuple(repositories), "admin" in permissions, raw))
+                issued = make_token(tenant, name=key, permissions=permissions, user=user, repositories=repositories)
+                self.actors.append(Actor(key, tenant_key, user, tuple(repositories), frozenset(permissions),
+                                         issued.raw, issued.token.prefix))  # fmt: skip
         self.clients = {actor: client_for(actor.raw) for actor in self.actors}
         self.canaries: dict[str, Canary] = {}
         self.memories: dict[str, Written] = {}  # id → what the model knows
@@ -137,6 +279,11 @@ class IsolationMachine(RuleBasedStateMachine):
         self.proposals: dict[str, str] = {}  # id → marker
         self.filers: dict[str, set[str]] = {}  # proposal marker → keys of the tokens that filed it
         self.agents_md: dict[tuple[str, str], str] = {}  # (tenant, repository) → current ETag
+        self.queried: dict[str, set[str]] = {t: set() for t in TENANTS}  # tenant → queries its tokens sent
+        self.exports: dict[str, ExportJob] = {}  # id → job
+        self.tokens: dict[str, Actor] = {actor.prefix: actor for actor in self.actors}  # prefix → token
+        self.minted: set[str] = set()  # prefixes of the tokens minted through the API
+        self.revoked: set[str] = set()
 
     # -- the model ---------------------------------------------------------------------------
 
@@ -182,14 +329,20 @@ class IsolationMachine(RuleBasedStateMachine):
         marker = self.proposals.get(proposal_id)
         return marker is not None and self.may_read(actor, self.canaries[marker], self.filers[marker])
 
-    def check_body(self, actor: Actor, body: str, what: str) -> None:
-        """The invariant: nothing in a response the token may not read."""
+    def check_body(self, actor: Actor, body: str, what: str, shown: set[str] = frozenset()) -> None:
+        """The invariant: nothing in a response the token may not read (``shown``: markers it may
+        see anyway, such as the queries its own tenant sent)."""
         for marker in MARKER_RE.findall(body):
             canary = self.canaries.get(marker)
             assert canary is not None, f"{what}: unknown marker {marker} shown to {actor}"
-            assert self.may_read(actor, canary, self.filers.get(marker, set())), (
+            assert marker in shown or self.may_read(actor, canary, self.filers.get(marker, set())), (
                 f"{what}: {marker} ({canary}) shown to {actor}"
             )
+
+    def check_items(self, actor: Actor, ids, what: str) -> None:
+        """Every memory listed is one the token may read."""
+        unreadable = [i for i in ids if not self.readable(actor, i)]
+        assert not unreadable, f"{what}: {[(i, self.memories.get(i)) for i in unreadable]} shown to {actor}"
 
     @staticmethod
     def names_forbidden(actor: Actor, *, scope: str = "", user: str = "", repository: str = "", session: str = ""):
@@ -201,6 +354,24 @@ class IsolationMachine(RuleBasedStateMachine):
             or (repository_only and (user or session or scope in ("user", "session")))
         )
 
+    def search_status(self, actor: Actor, *, user: str = "", repository: str = "", session: str = "") -> int:
+        """A search naming these ids: 403 for naming what the token may not, 400 for naming no
+        scope with no user of its own."""
+        if self.names_forbidden(actor, user=user, repository=repository, session=session):
+            return 403
+        return 200 if user or actor.user or repository or session else 400
+
+    @staticmethod
+    def owner_ids(canary: Canary) -> dict:
+        """The ids a search names to look in exactly the scope of ``canary``'s memory."""
+        if canary.scope == "user":
+            return {"user": canary.user}
+        if canary.scope == "repository":
+            return {"repository": canary.repository}
+        return {"user": canary.user, "session": canary.session} | (
+            {"repository": canary.repository} if canary.repository else {}
+        )
+
     def owner(self, actor: Actor, scope: str, user: str, repository: str, session: str):
         """(status, canary) the service must answer for a write naming these ids."""
         if self.names_forbidden(actor, scope=scope, user=user, repository=repository, session=session):
@@ -210,14 +381,17 @@ class IsolationMachine(RuleBasedStateMachine):
         if not needed:
             return 400, None
         if scope == "user":
-            return 201, Canary(actor.tenant, "memory", "user", user)
+            return 201, Canary(actor.tenant, "memory", "user", user, author=user)
         if scope == "repository":
-            return 201, Canary(actor.tenant, "memory", "repository", repository=repository)
-        return 201, Canary(actor.tenant, "memory", "session", user, repository, session)
+            return 201, Canary(actor.tenant, "memory", "repository", repository=repository, author=user)
+        return 201, Canary(actor.tenant, "memory", "session", user, repository, session, author=user)
+
+    def unbound_admin(self, tenant: str) -> Actor:
+        return next(a for a in self.actors if a.tenant == tenant and a.key == "admin")
 
     # -- requests ---------------------------------------------------------------------------
 
-    def send(self, actor: Actor, method: str, url: str, body=None, **kwargs):
+    def send(self, actor: Actor, method: str, url: str, body=None, *, shown: set[str] = frozenset(), **kwargs):
         client = self.clients[actor]
         if method == "get":
             response = client.get(url, body or {}, **kwargs)
@@ -225,7 +399,7 @@ class IsolationMachine(RuleBasedStateMachine):
             response = getattr(client, method)(url, body, format="json", **kwargs)
         note(f"{actor.tenant}/{actor.key} {method.upper()} {url} {body or ''} → {response.status_code}")
         assert response.status_code < 500, response.content
-        self.check_body(actor, response.content.decode(), f"{method.upper()} {url}")
+        self.check_body(actor, response.content.decode(), f"{method.upper()} {url}", shown)
         return response
 
     def mcp(self, actor: Actor, tool: str, arguments: dict):
@@ -234,13 +408,31 @@ class IsolationMachine(RuleBasedStateMachine):
         self.check_body(actor, json.dumps(payload), f"MCP {tool}")
         return is_error, payload
 
+    def search(self, actor: Actor, body: dict) -> set[str] | None:
+        """POST search: the status the model predicts, only memories the token may read; returns
+        the ids found (None unless 200)."""
+        self.queried[actor.tenant].add(body["query"])
+        served = side_served()
+        response = self.send(actor, "post", "/api/v1/search", body)
+        where = {name: body.get(name, "") for name in ("user", "repository", "session")}
+        assert response.status_code == self.search_status(actor, **where)
+        if response.status_code != 200:
+            return None
+        RUN["searches"] += 1
+        RUN["side"] += side_served() - served
+        found = {item["id"] for item in response.json()["items"]}
+        self.check_items(actor, found, "search")
+        return found
+
     def any_memory_id(self, data) -> str:
-        ids = sorted(self.memories) + [str(uuid.uuid4())]
+        # Ids in the order the model learnt them: ids are random, so sorting them would pick another
+        # memory when hypothesis replays the example (the same for proposals, exports and tokens).
+        ids = [*self.memories, str(uuid.uuid4())]
         return data.draw(st.sampled_from(ids), label="memory id")
 
     def record_write(self, actor: Actor, memory: dict, canary: Canary, marker: str) -> None:
-        assert (memory["scope"], memory["user"], memory["repository"], memory["session"]) == (
-            canary.scope, canary.user, canary.repository, canary.session
+        assert (memory["scope"], memory["user"], memory["repository"], memory["session"], memory["author"]) == (
+            canary.scope, canary.user, canary.repository, canary.session, canary.author
         )  # fmt: skip
         self.memories[memory["id"]] = Written(canary, marker)
         read = self.send(actor, "get", f"/api/v1/memories/{memory['id']}")
@@ -259,9 +451,17 @@ class IsolationMachine(RuleBasedStateMachine):
         }
         return body, status, canary, marker
 
+    def listed_memories(self, actor: Actor) -> None:
+        """A full listing of memories is exactly what the token may read."""
+        response = self.send(actor, "get", "/api/v1/memories", {"limit": 200})
+        assert response.status_code == (200 if actor.may("memory:read") else 403)
+        if response.status_code == 200:
+            listed = {m["id"] for m in response.json()["results"]}
+            assert listed == {i for i in self.memories if self.readable(actor, i)}
+
     # -- REST rules ---------------------------------------------------------------------------
 
-    @rule(data=st.data())
+    @step
     def create_memory(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         body, status, canary, marker = self.draw_memory(data, actor)
@@ -270,7 +470,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if status == 201:
             self.record_write(actor, response.json(), canary, marker)
 
-    @rule(data=st.data())
+    @step
     def bulk_create(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         items = [self.draw_memory(data, actor) for _ in range(data.draw(st.integers(1, 3), label="items"))]
@@ -281,7 +481,7 @@ class IsolationMachine(RuleBasedStateMachine):
             if status == 201:
                 self.record_write(actor, result["memory"], canary, marker)
 
-    @rule(data=st.data())
+    @step
     def list_memories(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         filters = data.draw(
@@ -296,14 +496,13 @@ class IsolationMachine(RuleBasedStateMachine):
             ),
             label="filters",
         )
+        if not filters:
+            self.listed_memories(actor)
+            return
         response = self.send(actor, "get", "/api/v1/memories", filters | {"limit": 200})
-        forbidden = self.names_forbidden(actor, **filters)
-        assert response.status_code == (403 if forbidden else 200)
-        if response.status_code == 200 and not filters:
-            listed = {m["id"] for m in response.json()["results"]}
-            assert listed == {i for i in self.memories if self.readable(actor, i)}
+        assert response.status_code == (403 if self.names_forbidden(actor, **filters) else 200)
 
-    @rule(data=st.data())
+    @step
     def get_memory(self, data):
         actor, memory_id = data.draw(st.sampled_from(self.actors), label="actor"), self.any_memory_id(data)
         response = self.send(actor, "get", f"/api/v1/memories/{memory_id}")
@@ -311,7 +510,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if response.status_code == 200:
             assert self.memories[memory_id].marker in response.json()["text"]
 
-    @rule(data=st.data())
+    @step
     def patch_memory(self, data):
         actor, memory_id = data.draw(st.sampled_from(self.actors), label="actor"), self.any_memory_id(data)
         known = self.memories.get(memory_id)
@@ -321,9 +520,9 @@ class IsolationMachine(RuleBasedStateMachine):
         response = self.send(actor, "patch", f"/api/v1/memories/{memory_id}", {"text": f"Edited: {marker}"})
         assert response.status_code == (200 if readable else 404)
         if readable:
-            known.marker = marker
+            known.marker, known.embedded = marker, False
 
-    @rule(data=st.data())
+    @step
     def delete_memory(self, data):
         actor, memory_id = data.draw(st.sampled_from(self.actors), label="actor"), self.any_memory_id(data)
         readable = self.readable(actor, memory_id)
@@ -332,12 +531,12 @@ class IsolationMachine(RuleBasedStateMachine):
         if readable:
             self.memories[memory_id].deleted = True
         elif memory_id in self.memories and not self.memories[memory_id].deleted:
-            owner = next(a for a in self.actors if a.tenant == self.memories[memory_id].canary.tenant and a.admin)
+            owner = self.unbound_admin(self.memories[memory_id].canary.tenant)
             assert self.send(owner, "get", f"/api/v1/memories/{memory_id}").status_code == 200, (
                 "a refused delete deleted"
             )
 
-    @rule(data=st.data())
+    @step
     def supersede(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         old, new = self.any_memory_id(data), self.any_memory_id(data)
@@ -347,16 +546,45 @@ class IsolationMachine(RuleBasedStateMachine):
         else:
             assert response.status_code == (200 if self.may_supersede(old, new) else 400)
 
-    @rule(data=st.data())
-    def search(self, data):
+    @step
+    def search_memories(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
-        markers = sorted(m for m, c in self.canaries.items() if c.what == "memory") or ["deploying"]
+        markers = [m for m, c in self.canaries.items() if c.what == "memory"] or ["deploying"]
         query = data.draw(st.sampled_from(markers + ["deploying", "Remember"]), label="query")
         where = {"user": data.draw(user_arg), "repository": data.draw(repo_arg), "session": data.draw(session_arg)}
-        response = self.send(actor, "post", "/api/v1/search", {"query": query} | where)
-        assert response.status_code in (200, 400, 403)
+        self.search(actor, {"query": query, "top": data.draw(st.sampled_from((10, 50)), label="top")} | where)
 
-    @rule(data=st.data())
+    @step
+    def embed(self, data):
+        """Embed a tenant's pending memories with the real backend, as the worker would; then find
+        one of them again by its marker, as a token that may read it, in exactly its scope."""
+        waiting = [i for i, known in self.memories.items() if not known.deleted and not known.embedded]
+        tenants = [t for t in TENANTS if any(self.memories[i].canary.tenant == t for i in waiting)] or TENANTS
+        tenant_key = data.draw(st.sampled_from(tenants), label="tenant")
+        tenant = self.tenants[tenant_key]
+        pending = {i for i in waiting if self.memories[i].canary.tenant == tenant_key}
+        with tenant_context(tenant.id):
+            ids = pending_memory_ids(tenant_id=str(tenant.id), limit=10_000)
+            assert set(ids) == pending, "pending: every memory written or edited since it was last embedded"
+            assert embed_memories(tenant_id=str(tenant.id), memory_ids=ids, backend=get_backend()) == len(ids)
+        note(f"embedded {len(ids)} memories of {tenant_key}")
+        for memory_id in ids:
+            self.memories[memory_id].embedded = True
+        if not ids:
+            return
+        memory_id = data.draw(st.sampled_from([i for i in self.memories if i in pending]), label="embedded memory")
+        known = self.memories[memory_id]
+        owner = self.owner_ids(known.canary)
+        readers = [
+            a for a in self.actors
+            if a.tenant == tenant_key and self.may_read(a, known.canary) and not self.names_forbidden(a, **owner)
+        ]  # fmt: skip
+        reader = data.draw(st.sampled_from(readers), label="reader")
+        found = self.search(reader, {"query": known.marker, "top": 50} | owner)
+        assert found is not None and memory_id in found, f"{known} not found by its marker"
+        RUN["found"] += 1
+
+    @step
     def session_note(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         session, name = data.draw(st.sampled_from(SESSIONS)), data.draw(st.sampled_from(("plan", "todo")))
@@ -387,19 +615,21 @@ class IsolationMachine(RuleBasedStateMachine):
             self.notes[(actor.tenant, canary.user, session, name)] = memory["id"]
             self.record_write(actor, memory, canary, marker)
         elif status == 200:
-            self.memories[existing].marker = marker
+            self.memories[existing].marker, self.memories[existing].embedded = marker, False
 
-    @rule(data=st.data())
+    @step
     def decisions_and_context(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         repository = data.draw(st.sampled_from(REPOS))
         response = self.send(actor, "get", "/api/v1/decisions", {"repository": repository, "limit": 200})
-        assert response.status_code == (403 if actor.repositories and repository not in actor.repositories else 200)
+        assert response.status_code == (403 if self.names_forbidden(actor, repository=repository) else 200)
+        if response.status_code == 200:
+            self.check_items(actor, [m["id"] for m in response.json()["results"]], "decisions")
         where = {"user": data.draw(user_arg), "repository": data.draw(repo_arg), "session": data.draw(session_arg)}
         response = self.send(actor, "get", "/api/v1/context", {k: v for k, v in where.items() if v})
-        assert response.status_code in (200, 400, 403)
+        assert response.status_code == (403 if self.names_forbidden(actor, **where) else 200)
 
-    @rule(data=st.data())
+    @step
     def file_proposal(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         repository = data.draw(st.sampled_from(REPOS))
@@ -419,21 +649,21 @@ class IsolationMachine(RuleBasedStateMachine):
         if filed:
             self.proposals[filed] = marker
 
-    @rule(data=st.data())
+    @step
     def read_proposals(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         response = self.send(actor, "get", "/api/v1/proposals", {"limit": 200})
         assert response.status_code == 200
         listed = {p["id"] for p in response.json()["results"]}
         assert listed == {i for i in self.proposals if self.may_read_proposal(actor, i)}
-        proposal_id = data.draw(st.sampled_from(sorted(self.proposals) + [str(uuid.uuid4())]), label="proposal")
+        proposal_id = data.draw(st.sampled_from([*self.proposals, str(uuid.uuid4())]), label="proposal")
         response = self.send(actor, "get", f"/api/v1/proposals/{proposal_id}")
         assert response.status_code == (200 if self.may_read_proposal(actor, proposal_id) else 404)
 
-    @rule(data=st.data())
+    @step
     def agents_md(self, data):
         tenant, repository = data.draw(st.sampled_from(TENANTS)), data.draw(st.sampled_from(REPOS))
-        admin = next(a for a in self.actors if a.tenant == tenant and a.admin)
+        admin = self.unbound_admin(tenant)
         marker = self.marker(Canary(tenant, "agents_md", repository=repository))
         etag = self.agents_md.get((tenant, repository))
         url = f"/api/v1/repositories/{repository}/agents-md"
@@ -449,9 +679,127 @@ class IsolationMachine(RuleBasedStateMachine):
         else:
             assert response.status_code == (200 if (reader.tenant, repository) in self.agents_md else 404)
 
+    # -- tenant-wide operations, exports and tokens (the table of expected answers) --------------
+
+    @step
+    def activity_and_audit(self, data):
+        actor = data.draw(st.sampled_from(self.actors), label="actor")
+        # The activity shows the queries the tenant's own tokens sent, whatever markers they named.
+        response = self.send(actor, "get", "/api/v1/activity", {"limit": 200}, shown=self.queried[actor.tenant])
+        assert response.status_code == expect_tenant_wide(actor)
+        response = self.send(actor, "get", "/api/v1/audit", {"limit": 200})
+        assert response.status_code == expect_tenant_wide(actor)
+        if response.status_code == 200:
+            named = {i for event in response.json()["results"] if event["resource_type"] == "memory"
+                     for i in event["resource_ids"]}  # fmt: skip
+            strangers = [i for i in named if i not in self.memories or self.memories[i].canary.tenant != actor.tenant]
+            assert not strangers, f"audit: memories of another tenant {strangers}"
+
+    @step
+    def erase_user(self, data):
+        actor, user = data.draw(st.sampled_from(self.actors), label="actor"), data.draw(st.sampled_from(USERS))
+        response = self.send(actor, "post", "/api/v1/erasures", {"user": user})
+        assert response.status_code == expect_tenant_wide(actor)
+        if response.status_code != 200:
+            return
+        # Every memory the user owns or wrote, and every export that may hold them.
+        erased = [
+            known for known in self.memories.values()
+            if known.canary.tenant == actor.tenant and not known.deleted
+            and user in (known.canary.user, known.canary.author)
+        ]  # fmt: skip
+        counts = response.json()
+        assert (counts["memories"], counts["embeddings"]) == (len(erased), sum(k.embedded for k in erased))
+        for known in erased:
+            known.deleted = True
+        for job in self.exports.values():
+            if job.tenant == actor.tenant and job.user == user:
+                job.user, job.erased = f"erased {user}", True
+
+    @step
+    def start_export(self, data):
+        actor, user = data.draw(st.sampled_from(self.actors), label="actor"), data.draw(user_arg)
+        status, exported = expect_export_start(actor, user)
+        response = self.send(actor, "post", "/api/v1/exports", {"user": user} if user else {})
+        assert response.status_code == status
+        if status == 202:
+            assert response.json()["status"] == "queued"
+            self.exports[response.json()["id"]] = ExportJob(actor.tenant, exported)
+
+    @step
+    def read_export(self, data):
+        actor = data.draw(st.sampled_from(self.actors), label="actor")
+        job_id = data.draw(st.sampled_from([*self.exports, str(uuid.uuid4())]), label="export")
+        job = self.exports.get(job_id)
+        response = self.send(actor, "get", f"/api/v1/exports/{job_id}")
+        assert response.status_code == expect_export_read(actor, job, download=False)
+        if response.status_code == 200:
+            shown = response.json()
+            assert shown["status"] == ("erased" if job.erased else "queued")
+            assert job.erased or shown["user"] == job.user
+        response = self.send(actor, "get", f"/api/v1/exports/{job_id}/download")
+        assert response.status_code == expect_export_read(actor, job, download=True)
+
+    @step
+    def mint_token(self, data):
+        issuer = data.draw(st.sampled_from(self.actors), label="issuer")
+        permissions = data.draw(
+            st.none() | st.lists(st.sampled_from(ALL_PERMISSIONS), min_size=1, unique=True), label="permissions"
+        )
+        user = data.draw(user_arg, label="user")
+        repositories = data.draw(st.lists(st.sampled_from(REPOS), unique=True), label="repositories")
+        granted = frozenset(permissions or DEFAULT_PERMISSIONS)
+        status = expect_token_create(issuer, permissions=granted, user=user, repositories=set(repositories))
+        name = f"minted-{next(self.n)}"
+        body = {"name": name, "user": user, "repositories": repositories} | (
+            {"permissions": permissions} if permissions else {}
+        )
+        response = self.send(issuer, "post", "/api/v1/tokens", body)
+        assert response.status_code == status
+        if status != 201:
+            return
+        created = response.json()
+        minted = Actor(name, issuer.tenant, user, tuple(sorted(repositories)), granted, created["token"],
+                       created["prefix"])  # fmt: skip
+        assert (created["user"], tuple(created["repositories"]), frozenset(created["permissions"])) == (
+            minted.user,
+            minted.repositories,
+            minted.permissions,
+        )
+        self.tokens[minted.prefix] = minted
+        self.minted.add(minted.prefix)
+        self.clients[minted] = client_for(minted.raw)
+        self.listed_memories(minted)  # the new token reads what its bindings allow, no more
+
+    @step
+    def list_tokens(self, data):
+        actor = data.draw(st.sampled_from(self.actors), label="actor")
+        response = self.send(actor, "get", "/api/v1/tokens")
+        assert response.status_code == (200 if actor.admin else 403)
+        if response.status_code == 200:
+            listed = {t["prefix"]: t["revoked"] for t in response.json()["results"]}
+            expected = {p: p in self.revoked for p, token in self.tokens.items() if may_manage_token(actor, token)}
+            assert listed == expected
+
+    @step
+    def revoke_token(self, data):
+        actor = data.draw(st.sampled_from(self.actors), label="actor")
+        # Minted tokens, and tokens the actor may not manage: revoking a token the machine acts
+        # with would make every later step of that token a 401.
+        prefixes = [p for p, token in self.tokens.items() if p in self.minted or not may_manage_token(actor, token)]
+        prefix = data.draw(st.sampled_from([*prefixes, "nosuchtoken"]), label="prefix")
+        token = self.tokens.get(prefix)
+        managed = token is not None and may_manage_token(actor, token)
+        response = self.send(actor, "post", f"/api/v1/tokens/{prefix}/revoke")
+        assert response.status_code == (403 if not actor.admin else 200 if managed else 404)
+        if response.status_code == 200:
+            assert response.json()["revoked"] is True
+            self.revoked.add(prefix)
+            assert self.send(token, "get", "/api/v1/memories").status_code == 401
+
     # -- MCP rules (in process; the same tools the endpoint serves) ------------------------------
 
-    @rule(data=st.data())
+    @step
     def mcp_add_note(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         body, status, canary, marker = self.draw_memory(data, actor)
@@ -462,16 +810,24 @@ class IsolationMachine(RuleBasedStateMachine):
             listed = self.send(actor, "get", f"/api/v1/memories/{payload['id']}").json()
             self.record_write(actor, listed, canary, marker)
 
-    @rule(data=st.data())
+    @step
     def mcp_reads(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
-        markers = sorted(m for m, c in self.canaries.items() if c.what == "memory") or ["deploying"]
+        markers = [m for m, c in self.canaries.items() if c.what == "memory"] or ["deploying"]
         where = {"user": data.draw(user_arg), "repository": data.draw(repo_arg), "session": data.draw(session_arg)}
-        self.mcp(actor, "search_memory", {"query": data.draw(st.sampled_from(markers), label="query")} | where)
-        self.mcp(actor, "get_session_context", where)
-        self.mcp(actor, "list_decisions", {"repository": data.draw(st.sampled_from(REPOS))})
+        query = data.draw(st.sampled_from(markers), label="query")
+        self.queried[actor.tenant].add(query)
+        is_error, payload = self.mcp(actor, "search_memory", {"query": query} | where)
+        assert is_error == (self.search_status(actor, **where) != 200), payload
+        if not is_error:
+            self.check_items(actor, [item["id"] for item in payload["items"]], "MCP search_memory")
+        is_error, payload = self.mcp(actor, "get_session_context", where)
+        assert is_error == self.names_forbidden(actor, **where), payload
+        repository = data.draw(st.sampled_from(REPOS))
+        is_error, payload = self.mcp(actor, "list_decisions", {"repository": repository})
+        assert is_error == self.names_forbidden(actor, repository=repository), payload
 
-    @rule(data=st.data())
+    @step
     def mcp_supersede(self, data):
         actor = data.draw(st.sampled_from(self.actors), label="actor")
         old, new = self.any_memory_id(data), self.any_memory_id(data)
@@ -483,4 +839,23 @@ class IsolationMachine(RuleBasedStateMachine):
 @pytest.mark.django_db(transaction=True, databases=["default", "admin"])
 def test_no_token_ever_sees_what_it_may_not_read(settings):
     settings.RATE_LIMIT_PER_MINUTE = 0
-    run_state_machine_as_test(IsolationMachine)
+    # Searches run their dense stage on side connections, which see the committed data of this
+    # transactional test.
+    settings.SEARCH_SIDE_CONNECTIONS = 2
+    side.close_side_pool()
+    side.side_pool().wait(timeout=10)
+    RUN.clear()
+    RULES.clear()
+    started = time.monotonic()
+    try:
+        run_state_machine_as_test(IsolationMachine)
+    finally:
+        side.close_side_pool()
+    print(
+        f"isolation fuzz: {RUN['steps']} steps over {RUN['machines']} machines in {time.monotonic() - started:.0f} s; "
+        f"{RUN['searches']} searches answered, {RUN['side']} of them with the dense stage on a side connection; "
+        f"{RUN['found']} memories found by their marker just after being embedded"
+    )
+    print("steps per rule:", ", ".join(f"{name} {count}" for name, count in sorted(RULES.items())))
+    # Every search runs its dense stage; the side connections are free and open for the first one.
+    assert RUN["side"] > 0 or not RUN["searches"], "no search ran its dense stage on a side connection"
