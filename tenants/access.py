@@ -253,12 +253,12 @@ def check_token_within(
 
 
 def token_visibility(principal: Principal) -> Q:
-    """The tokens ``principal`` may list and revoke: those it could have issued itself."""
+    """The tokens ``principal`` may list and revoke: those it could have issued itself
+    (``check_token_within``): bound to its user (to no user, for a repository-only principal) and
+    to a non-empty subset of its repositories, if it has any."""
     if not principal.is_bound:
         return Q()
-    visible = Q()
-    if principal.user:
-        visible &= Q(user=principal.user)
+    visible = Q(user=principal.user)
     if principal.repositories:
         visible &= Q(repositories__contained_by=list(principal.repositories)) & ~Q(repositories=[])
     return visible

@@ -41,8 +41,8 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memory_service.embeddings.backends import get_backend
-from memory_service.embeddings.services import embed_memories, pending_memory_ids
 from memory_service.mcp_server.server import build_server
+from memory_service.memories.embedding import embed_memories, pending_memory_ids
 from memory_service.retrieval import side
 from tenants.context import tenant_context
 from tests.conftest import ALL_PERMISSIONS, client_for
@@ -197,10 +197,12 @@ def expect_token_create(issuer: Actor, *, permissions: frozenset, user: str, rep
 
 
 def may_manage_token(manager: Actor, token: Actor) -> bool:
-    """Whether GET tokens by ``manager`` lists ``token``, and revoking it is not a 404."""
+    """Whether GET tokens by ``manager`` lists ``token``, and revoking it is not a 404: the tokens a
+    bound manager could have minted (same user, or none for a repository-only manager)."""
+    bound = bool(manager.user or manager.repositories)
     return (
         token.tenant == manager.tenant
-        and (not manager.user or token.user == manager.user)
+        and (not bound or token.user == manager.user)
         and (
             not manager.repositories
             or (bool(token.repositories) and set(token.repositories) <= set(manager.repositories))

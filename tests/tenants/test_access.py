@@ -222,3 +222,12 @@ def test_it_never_shows_a_merged_filer_the_first_filers_reasoning(tenant):
     assert "incident 42" not in second.get("/api/v1/proposals").content.decode()
     assert first.get(f"/api/v1/proposals/{created['id']}").json()["reasoning"] == body["reasoning"]
     assert "first" not in {k for k in merged.json()}
+
+
+def test_it_shows_a_repository_bound_admin_no_user_bound_token(tenant):
+    repo_admin = client_for(make_token(tenant, name="r-admin", permissions=ALL_PERMISSIONS, repositories=["r1"]).raw)
+    user_bound = make_token(tenant, name="alice-r1", user="alice", repositories=["r1"])
+    repo_bound = make_token(tenant, name="r1-only", repositories=["r1"])
+    listed = {t["prefix"] for t in repo_admin.get("/api/v1/tokens").json()["results"]}
+    assert repo_bound.token.prefix in listed and user_bound.token.prefix not in listed
+    assert repo_admin.post(f"/api/v1/tokens/{user_bound.token.prefix}/revoke").status_code == 404
