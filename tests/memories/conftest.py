@@ -1,8 +1,21 @@
 import pytest
+from django.test import override_settings
 
 from memory_service.embeddings.backends import get_backend
 from memory_service.memories.embedding import embed_memories, pending_memory_ids
+from memory_service.retrieval import side
 from tenants.context import tenant_context
+
+
+@pytest.fixture
+def side_connections():
+    """Two side connections, open and ready; closed again after the test. Yields the pool's stats
+    function, to show that searches used them."""
+    side.close_side_pool()
+    with override_settings(SEARCH_SIDE_CONNECTIONS=2):
+        side.side_pool().wait(timeout=10)
+        yield side.side_pool().get_stats
+    side.close_side_pool()
 
 
 @pytest.fixture

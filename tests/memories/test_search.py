@@ -10,7 +10,6 @@ from django.test import override_settings
 from audit.models import AuditEvent
 from memory_service.embeddings.backends import get_backend
 from memory_service.memories.models import ActivityLog
-from memory_service.retrieval import side
 from tenants.context import set_current_tenant, tenant_context
 from tests.conftest import client_for
 from tests.factories import make_token
@@ -19,13 +18,9 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admi
 
 
 @pytest.fixture(autouse=True)
-def side_connections():
+def production_path(side_connections):
     """Searches run their dense stage on a side connection, as in production."""
-    side.close_side_pool()
-    with override_settings(SEARCH_SIDE_CONNECTIONS=2):
-        side.side_pool().wait(timeout=10)
-        yield side.side_pool().get_stats
-    side.close_side_pool()
+    return side_connections
 
 
 EMAIL = "hanako@example.jp"

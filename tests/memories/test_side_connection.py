@@ -28,16 +28,6 @@ NOTES = [
 ]
 
 
-@pytest.fixture
-def side_connections():
-    """Two side connections, open and ready; closed again after the test."""
-    side.close_side_pool()
-    with override_settings(SEARCH_SIDE_CONNECTIONS=2):
-        side.side_pool().wait(timeout=10)
-        yield side.side_pool().get_stats
-    side.close_side_pool()
-
-
 def _seeded_client(slug: str):
     tenant = make_tenant(slug)
     client = client_for(make_token(tenant, permissions=ALL_PERMISSIONS).raw)
