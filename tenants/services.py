@@ -16,6 +16,7 @@ from memory_service.exceptions import ConflictError, ValidationError
 from tenants.access import Principal, check_token_within, require_permission
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier
+from tenants.masking import mask_fields
 from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tenant, User
 
 _VALID_PERMISSIONS = set(Permission.values)
@@ -98,9 +99,14 @@ def token_create(
     (``tenants.access.check_token_within``); operators' commands pass none. The raw token is
     returned once and never stored: only its hash and lookup prefix are.
     """
-    name = name.strip()
+    name = name.strip() if isinstance(name, str) else ""
     if not name or len(name) > 50:
         raise ValidationError("Token name must be 1-50 characters.", fields={"name": ["1-50 characters."]})
+    # The name is shown in every audit actor, activity row and request log line: masked like any
+    # free text, and refused if its mask no longer fits.
+    name = mask_fields(tenant=tenant, fields={"name": name}).values["name"]
+    if len(name) > 50:
+        raise ValidationError("Token name must be 1-50 characters once masked.", fields={"name": ["Too long."]})
     if user:
         validate_identifier(user, field="user")
     for repository in repositories or []:

@@ -231,3 +231,11 @@ def test_it_shows_a_repository_bound_admin_no_user_bound_token(tenant):
     listed = {t["prefix"] for t in repo_admin.get("/api/v1/tokens").json()["results"]}
     assert repo_bound.token.prefix in listed and user_bound.token.prefix not in listed
     assert repo_admin.post(f"/api/v1/tokens/{user_bound.token.prefix}/revoke").status_code == 404
+
+
+def test_it_masks_personal_data_in_a_token_name(api_client, tenant):
+    response = api_client.post("/api/v1/tokens", {"name": "bot of hanako@example.jp"}, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["name"] == "bot of <EMAIL_ADDRESS>"
+    listed = api_client.get("/api/v1/tokens").content.decode()
+    assert "hanako@example.jp" not in listed
