@@ -42,7 +42,7 @@ from memory_service.retrieval.lexical import lexical_document
 from memory_service.session_context.services import refresh_after_write
 from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
 from tenants.context import tenant_context
-from tenants.identifiers import IDENTIFIER_RE, validate_identifier
+from tenants.identifiers import is_identifier, validate_identifier
 from tenants.masking import mask_fields, masker_version
 from tenants.models import Permission
 from tenants.services import actor_of
@@ -151,7 +151,7 @@ def validate_fields(
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise ValidationError("'metadata' must be a JSON object.", fields={"metadata": ["Expected an object."]})
-        if any(not IDENTIFIER_RE.match(str(key)) for key in metadata):
+        if any(not is_identifier(key) for key in metadata):
             raise ValidationError(
                 "'metadata' keys must match [A-Za-z0-9._:-]{1,128}.", fields={"metadata": ["Invalid key."]}
             )
@@ -242,6 +242,8 @@ def memory_create(
     """
     require_permission(principal, Permission.MEMORY_WRITE)
     check_raw_text(text)
+    if external_id:
+        validate_identifier(external_id, field="external_id")
     validate_fields(
         kind=kind, scope=scope, priority=priority, lifecycle=lifecycle, title=title, tags=tags or [],
         metadata=metadata or {}, solved_query=solved_query,

@@ -239,3 +239,27 @@ def test_it_masks_personal_data_in_a_token_name(api_client, tenant):
     assert response.json()["name"] == "bot of <EMAIL_ADDRESS>"
     listed = api_client.get("/api/v1/tokens").content.decode()
     assert "hanako@example.jp" not in listed
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"scope": "user", "user": "u1\n"}, {"scope": "repository", "repository": "r1\n"},
+     {"scope": "repository", "repository": "r1", "external_id": "e1\n"},
+     {"scope": "repository", "repository": "r1", "metadata": {"k\n": "v"}}],
+)  # fmt: skip
+def test_it_refuses_an_identifier_with_a_trailing_newline_in_the_service(tenant, fields):
+    """What MCP tools and commands hand the service unchanged (REST trims ids before)."""
+    from memory_service.exceptions import ValidationError
+    from memory_service.memories.services import memory_create
+    from tenants.access import Principal
+
+    principal = Principal.from_token(make_token(tenant).token)
+    with pytest.raises(ValidationError) as refused:
+        memory_create(principal=principal, text="a note", **fields)
+    assert set(refused.value.fields) & {"user", "repository", "external_id", "metadata"}
+
+
+def test_it_refuses_a_metadata_key_with_a_trailing_newline(api_client):
+    body = {"scope": "repository", "repository": "r1", "text": "a note", "metadata": {"k\n": "v"}}
+    assert api_client.post("/api/v1/memories", body, format="json").status_code == 400
+    assert api_client.get("/api/v1/memories").json()["results"] == []

@@ -10,7 +10,7 @@ from memory_service.memories.services import (
     MAX_TITLE_CHARS,
 )
 from memory_service.retrieval.render import annotation
-from tenants.identifiers import IDENTIFIER_RE
+from tenants.identifiers import IDENTIFIER_RE, is_identifier
 
 
 def identifier_field(**kwargs):
@@ -26,7 +26,7 @@ def validate_metadata(value):
     if not isinstance(value, dict):
         raise serializers.ValidationError("Expected an object.", code="not_a_dict")
     for key in value:
-        if not IDENTIFIER_RE.match(str(key)):
+        if not is_identifier(key):
             raise serializers.ValidationError("Keys must match [A-Za-z0-9._:-]{1,128}.")
     return value
 
