@@ -117,17 +117,6 @@ def memory_visibility(principal: Principal) -> Q:
     return Q()
 
 
-def may_read_memory(principal: Principal, *, scope: str, user: str, repository: str) -> bool:
-    """The same rule as ``memory_visibility``, for one memory already in hand."""
-    if principal.user:
-        if scope in (USER_SCOPE, SESSION_SCOPE):
-            return user == principal.user
-        return not principal.repositories or repository in principal.repositories
-    if principal.repositories:
-        return scope == REPOSITORY_SCOPE and repository in principal.repositories
-    return True
-
-
 def check_user(principal: Principal, user: str | None) -> None:
     """A principal may name only a user it may act for (403 naming ``user``)."""
     if not user:
