@@ -10,6 +10,8 @@ IDENTIFIER_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")  # also the OpenAPI patt
 def is_identifier(value) -> bool:
     """Whether ``value`` is an opaque identifier, whole (``$`` alone would also admit a trailing newline)."""
     return isinstance(value, str) and IDENTIFIER_RE.fullmatch(value) is not None
+
+
 _EMAIL_LIKE_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
