@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -95,7 +96,7 @@ def checkpoint_valid(checkpoint: Checkpoint, *, tenant_id) -> bool:
     )
 
 
-class CheckpointStore:
+class CheckpointStore(ABC):
     """Where checkpoints are kept, outside the database: append-only, one sequence per tenant.
 
     The store is trusted to keep what was appended; it need not check signatures (readers do). A
@@ -103,17 +104,17 @@ class CheckpointStore:
     object lock, a log service) is what makes the checkpoints worth having.
     """
 
+    @abstractmethod
     def append(self, checkpoint: Checkpoint) -> None:
         """Keep ``checkpoint`` durably after the tenant's earlier ones before returning."""
-        raise NotImplementedError
 
+    @abstractmethod
     def latest(self, tenant_id) -> Checkpoint | None:
         """The tenant's most recently appended checkpoint, or None when it has none."""
-        raise NotImplementedError
 
+    @abstractmethod
     def tenant_ids(self) -> list[str]:
         """Ids of every tenant with at least one checkpoint."""
-        raise NotImplementedError
 
 
 class FileCheckpointStore(CheckpointStore):
