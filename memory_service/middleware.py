@@ -9,12 +9,14 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from memory_service.exceptions import PayloadTooLargeError, error_for, error_response
+from tenants.identifiers import loggable_path
 
 logger = logging.getLogger("memory_service.request")
 
 
 class RequestLogMiddleware:
-    """One JSON log line per request: method, path (no query string), status, duration, client."""
+    """One JSON log line per request: method, path (no query string; a segment carrying personal
+    data is redacted), status, duration, client."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -27,7 +29,7 @@ class RequestLogMiddleware:
             "request",
             extra={
                 "method": request.method,
-                "path": request.path,
+                "path": loggable_path(request.path),
                 "status": response.status_code,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 2),
                 "token": token.prefix if token is not None else None,

@@ -1,13 +1,16 @@
 """Masking of the free-text fields of a request under its tenant's policy: every interface that stores,
 queues or logs client text (memories, proposals, search queries) masks it here first."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from memory_service.exceptions import ApplicationError, ValidationError
 from memory_service.inputs import check_storable
-from memory_service.pii import MaskingPolicy, PiiTierUnavailable, get_masker
+from memory_service.pii import MaskingPolicy, MaskResult, PiiTierUnavailable, get_masker
 from tenants.context import tenant_context
 from tenants.models import PiiMode, Tenant
 
@@ -57,6 +60,41 @@ def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
         total[entity] = total.get(entity, 0) + count
 
 
+#: Texts masked ahead in one batch (``masking_batch``): (tenant id, policy, results by text).
+_batch: ContextVar[tuple[object, MaskingPolicy, dict[str, MaskResult]] | None] = ContextVar(
+    "masking_batch", default=None
+)
+
+
+@contextmanager
+def masking_batch(*, tenant: Tenant, texts: list) -> Iterator[None]:
+    """Mask ``texts`` (the strings among them) in one batch, so the name tier reads them together
+    (spaCy's ``nlp.pipe``); ``mask_fields`` calls for the same tenant inside the block take these
+    results instead of masking again. Nothing changes in what is masked: same masker, same policy.
+    A batch that cannot be masked (a tier missing, a character that cannot be stored) is skipped:
+    each ``mask_fields`` call then raises its own error.
+    """
+    policy = tenant_masking_policy(tenant)
+    unique = list(dict.fromkeys(text for text in texts if isinstance(text, str) and text))
+    try:
+        check_storable({"texts": unique})
+        prepared = dict(zip(unique, get_masker().mask_each(unique, policy), strict=True))
+    except (PiiTierUnavailable, ValidationError):
+        prepared = {}
+    token = _batch.set((tenant.id, policy, prepared))
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+
+
+def _prepared(tenant: Tenant, policy: MaskingPolicy) -> dict[str, MaskResult]:
+    batch = _batch.get()
+    if batch is None or batch[0] != tenant.id or batch[1] != policy:
+        return {}
+    return batch[2]
+
+
 def mask_fields(*, tenant: Tenant, fields: dict) -> Masked:
     """Mask every free-text value in ``fields``: strings, lists of strings (tags) and the string
     values of a flat or nested JSON object (metadata; keys are identifiers and stay).
@@ -67,13 +105,14 @@ def mask_fields(*, tenant: Tenant, fields: dict) -> Masked:
     check_storable(fields)
     masker = get_masker()
     policy = tenant_masking_policy(tenant)
+    prepared = _prepared(tenant, policy)
     counts: dict[str, int] = {}
 
     def mask(value):
         if isinstance(value, str):
             if not value:
                 return value
-            result = masker.mask(value, policy)
+            result = prepared.get(value) or masker.mask(value, policy)
             _add_counts(counts, result.counts)
             return result.text
         if isinstance(value, list):

@@ -42,7 +42,7 @@ from memory_service.retrieval.lexical import lexical_document
 from memory_service.session_context.services import refresh_after_write
 from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
 from tenants.context import tenant_context
-from tenants.identifiers import is_identifier, validate_identifier
+from tenants.identifiers import validate_identifier, validate_metadata_keys
 from tenants.masking import mask_fields, masker_version
 from tenants.models import Permission
 from tenants.services import actor_of
@@ -151,10 +151,7 @@ def validate_fields(
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise ValidationError("'metadata' must be a JSON object.", fields={"metadata": ["Expected an object."]})
-        if any(not is_identifier(key) for key in metadata):
-            raise ValidationError(
-                "'metadata' keys must match [A-Za-z0-9._:-]{1,128}.", fields={"metadata": ["Invalid key."]}
-            )
+        validate_metadata_keys(metadata)
 
 
 def check_raw_text(text) -> None:

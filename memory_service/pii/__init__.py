@@ -13,10 +13,11 @@ from memory_service.pii.engine import (
     PiiTierUnavailable,
     get_masker,
 )
-from memory_service.pii.entities import ENTITY_TYPES, SECRET
+from memory_service.pii.entities import ENTITY_TYPES, REGEX_ENTITIES, SECRET
 
 __all__ = [
     "ENTITY_TYPES",
+    "REGEX_ENTITIES",
     "SECRET",
     "MaskResult",
     "Masker",

@@ -1,16 +1,19 @@
 """The masker: Presidio's analyzer, built explicitly and once, and our own replacement step.
 
 Detection
-    ``AnalyzerEngine`` over a ``SpacyNlpEngine`` whose pipelines we build: blank pipelines with a
+    Two tiers. The regex tier is Presidio's ``AnalyzerEngine`` over blank spaCy pipelines with a
     whitespace tokenizer (``spacy.blank("en")``, and the multilingual ``spacy.blank("xx")`` for
-    Japanese, so nothing depends on a morphological analyser), or an installed NER model per
-    language. Nothing is ever
-    downloaded. The registry holds only the recognizers of ``recognizers.py``, never Presidio's
+    Japanese). Its registry holds only the recognizers of ``recognizers.py``, never Presidio's
     default set (it masks ports, UUIDs and versions). Scores come from validation (checksums,
-    suffix lists), not context words: blank pipelines have no lemmas, so context enhancement is off.
+    suffix lists, required context words), not context enhancement, which is off. The name tier
+    (``names.py``: an English NER model, Sudachi's dictionary for Japanese) finds people, batched
+    over every text of a bulk write. Nothing is ever downloaded.
 
-    Text is normalised first (``normalize.py``) and its language chosen by script; detections
-    inside harmless code strings or existing labels are dropped (``allowlist.py``).
+    Text is normalised first (``normalize.py``) and its language chosen by script. The regex tier
+    reads the folded copy (look-alike letters as ASCII), the name tier the unfolded one. A
+    detection inside a harmless code string is dropped unless a checksum, a context or its shape
+    proves it (``entities.CERTAIN_ENTITIES``); a label already in the input (``<SECRET>``) is
+    plain text: a detection inside one is dropped, one that overlaps one takes it whole.
 
 Replacement
     A plain replacement of non-overlapping spans in the *original* text rather than Presidio's
@@ -38,14 +41,13 @@ import regex
 import spacy
 from presidio_analyzer import AnalyzerEngine, EntityRecognizer, RecognizerRegistry, RecognizerResult
 from presidio_analyzer.context_aware_enhancers import ContextAwareEnhancer
-from presidio_analyzer.nlp_engine import NerModelConfiguration, NlpArtifacts, SpacyNlpEngine
-from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+from presidio_analyzer.nlp_engine import NlpArtifacts, SpacyNlpEngine
 from spacy.language import Language
 from spacy.tokenizer import Tokenizer
-from spacy.tokens import Span
 
 from memory_service.pii.allowlist import harmless_spans, label_spans
 from memory_service.pii.entities import (
+    CERTAIN_ENTITIES,
     CREDIT_CARD,
     EMAIL_ADDRESS,
     ENTITY_TYPES,
@@ -53,38 +55,20 @@ from memory_service.pii.entities import (
     IP_ADDRESS,
     JP_MY_NUMBER,
     JP_POSTAL_CODE,
-    LOCATION,
     NER_ENTITIES,
-    PERSON,
+    OPT_IN_ENTITIES,
     PHONE_NUMBER,
     REGEX_ENTITIES,
     SECRET,
 )
-from memory_service.pii.normalize import detect_language, normalize
+from memory_service.pii.names import EnglishNames, JapaneseNames, NameFinder, english_pipeline, sudachi_available
+from memory_service.pii.normalize import NormalizedText, detect_language, normalize
 from memory_service.pii.recognizers import our_recognizers, presidio_recognizers
 
 #: Bump when detection changes: every stored row records the version that masked it.
-DETECTION_VERSION = "pii-1"
+DETECTION_VERSION = "pii-2"
 
 LANGUAGES = ("en", "ja")
-
-#: Installed spaCy packages that give the NER tier, best first per language.
-NER_MODELS: Mapping[str, tuple[str, ...]] = {"en": ("en_core_web_md", "en_core_web_sm"), "ja": ("ja_ginza",)}
-
-#: NER labels kept, as our entity types: OntoNotes (English models) and GiNZA's extended labels.
-NER_LABELS: Mapping[str, str] = {
-    "PERSON": PERSON,
-    "PER": PERSON,
-    "Person": PERSON,
-    "GPE": LOCATION,
-    "LOC": LOCATION,
-    "Country": LOCATION,
-    "Province": LOCATION,
-    "City": LOCATION,
-    "GPE_Other": LOCATION,
-    "Location": LOCATION,
-    "Location_Other": LOCATION,
-}
 
 MODES = ("label", "pseudonym")
 
@@ -152,20 +136,12 @@ class _PipelinesNlpEngine(SpacyNlpEngine):
         super().__init__(
             models=[
                 {"lang_code": language, "model_name": pipeline.meta["name"]} for language, pipeline in pipelines.items()
-            ],
-            ner_model_configuration=NerModelConfiguration(model_to_presidio_entity_mapping=dict(NER_LABELS)),
+            ]
         )
         self.nlp = dict(pipelines)
 
     def load(self) -> None:
         """Nothing to load: the pipelines were given."""
-
-    def _get_updated_entities(self, entities: list[Span], scores: list[float]) -> tuple[list[Span], list[float]]:
-        """Keep the entities whose label we map (silently: other labels are expected)."""
-        kept = [(entity, score) for entity, score in zip(entities, scores, strict=True) if entity.label_ in NER_LABELS]
-        for entity, _ in kept:
-            entity.label_ = NER_LABELS[entity.label_]
-        return [entity for entity, _ in kept], [score for _, score in kept]
 
 
 class _NoContextEnhancer(ContextAwareEnhancer):
@@ -203,64 +179,57 @@ def _blank_pipeline(language: str) -> Language:
     return nlp
 
 
-def installed_ner_pipelines() -> dict[str, Language]:
-    """The NER pipeline per language from installed spaCy packages (``NER_MODELS``); may be empty."""
-    pipelines = {}
-    for language, names in NER_MODELS.items():
-        for name in names:
-            if spacy.util.is_package(name):
-                pipelines[language] = spacy.load(name)
-                break
-    return pipelines
+def installed_name_finders() -> dict[str, NameFinder]:
+    """The name tier per language from installed packages (see ``names.py``); may be empty."""
+    finders: dict[str, NameFinder] = {}
+    nlp = english_pipeline()
+    english = EnglishNames(nlp) if nlp is not None else None
+    if english is not None:
+        finders["en"] = english
+    if sudachi_available():
+        finders["ja"] = JapaneseNames(english)
+    return finders
 
 
 class Masker:
     """Masks PII in text according to a ``MaskingPolicy``.
 
-    Build it once per process (``get_masker``): loading takes about a second. ``tiers`` is
-    ``{"regex"}``, plus ``"ner"`` when a NER pipeline is loaded for at least one language
+    Build it once per process (``get_masker``): loading takes a few seconds. ``tiers`` is
+    ``{"regex"}``, plus ``"ner"`` when a name finder is loaded for at least one language
     (``ner_languages``). ``version`` names the detection that produced a masked text.
 
     One masker serves every thread: ``mask`` keeps no state between calls (patterns are compiled
     while the masker is built).
     """
 
-    def __init__(self, *, ner_pipelines: Mapping[str, Language] | None = None) -> None:
-        """``ner_pipelines`` maps a language (``"en"``, ``"ja"``) to a spaCy pipeline with an NER
-        component; other languages get a blank tokenizer.
-        """
-        ner_pipelines = dict(ner_pipelines or {})
-        unknown = set(ner_pipelines) - set(LANGUAGES)
+    def __init__(self, *, name_finders: Mapping[str, NameFinder] | None = None) -> None:
+        """``name_finders`` maps a language (``"en"``, ``"ja"``) to its name finder (``names.py``)."""
+        name_finders = dict(name_finders or {})
+        unknown = set(name_finders) - set(LANGUAGES)
         if unknown:
             raise ValueError(f"Unsupported NER languages: {sorted(unknown)}")
-        pipelines = {language: _blank_pipeline(language) for language in LANGUAGES} | ner_pipelines
-
         recognizers = []
         for language in LANGUAGES:
             recognizers += presidio_recognizers(language) + our_recognizers(language)
-            if language in ner_pipelines:
-                recognizers.append(SpacyRecognizer(supported_language=language, supported_entities=list(NER_ENTITIES)))
         self._analyzer = AnalyzerEngine(
             registry=RecognizerRegistry(recognizers=recognizers, supported_languages=list(LANGUAGES)),
-            nlp_engine=_PipelinesNlpEngine(pipelines),
+            nlp_engine=_PipelinesNlpEngine({language: _blank_pipeline(language) for language in LANGUAGES}),
             supported_languages=list(LANGUAGES),
             default_score_threshold=0.3,
             context_aware_enhancer=_NoContextEnhancer(),
         )
-        self._supported = {
-            language: frozenset(self._analyzer.get_supported_entities(language)) for language in LANGUAGES
-        }
+        self._names = name_finders
 
-        self.ner_languages: frozenset[str] = frozenset(ner_pipelines)
-        self.tiers: frozenset[str] = frozenset({"regex", "ner"} if ner_pipelines else {"regex"})
-        self.version: str = f"{DETECTION_VERSION}/{'regex+ner' if ner_pipelines else 'regex'}"
+        self.ner_languages: frozenset[str] = frozenset(name_finders)
+        self.tiers: frozenset[str] = frozenset({"regex", "ner"} if name_finders else {"regex"})
+        self.version: str = f"{DETECTION_VERSION}/{'regex+ner' if name_finders else 'regex'}"
         self.entity_types: frozenset[str] = frozenset(REGEX_ENTITIES) | (
-            frozenset(NER_ENTITIES) if ner_pipelines else frozenset()
+            frozenset(NER_ENTITIES) if name_finders else frozenset()
         )
 
         # Compile every lazily compiled pattern and read the suffix list now, not in a request.
-        for language, sample in (("en", "Mail a@example.com, call 03-1234-5678."), ("ja", "連絡先 a@example.jp")):
-            self._analyzer.analyze(sample, language=language, entities=sorted(self._supported[language]))
+        self.detect_many(["Mail a@example.com, call 03-1234-5678, ask Alice.", "連絡先 a@example.jp 田中さん"],
+                         MaskingPolicy(tenant_id=""))  # fmt: skip
 
     def check_policy(self, policy: MaskingPolicy) -> None:
         """Raise ValueError for a malformed policy or unknown entity type, and PiiTierUnavailable
@@ -282,69 +251,110 @@ class Masker:
         """``text`` with every PII span the policy asks for replaced, and the counts per type.
 
         Raises what ``check_policy`` raises, and PiiTierUnavailable when the policy needs NER and
-        the text's language has no NER pipeline.
+        the text's language has no name finder.
         """
-        detections = self.detect(text, policy)
-        counts: dict[str, int] = {}
-        for detection in detections:
-            counts[detection.entity] = counts.get(detection.entity, 0) + 1
-        return MaskResult(text=_replace(text, detections, policy)[0], counts=counts)
+        return self.mask_each([text], policy)[0]
 
-    def detect(self, text: str, policy: MaskingPolicy) -> list[Detection]:
-        """The spans ``mask`` replaces, left to right and without overlaps, in original offsets.
-
-        A replacement can uncover PII that was glued to it (``〒100-0005DE89…``: the IBAN has no
-        boundary until the postal code becomes a label), so the masked text is scanned again, up
-        to ``MAX_PASSES`` times, until nothing new is found: masking masked text changes nothing.
-        Raises as ``mask`` does.
-        """
-        self.check_policy(policy)
-        found: list[Detection] = []
-        view, segments = text, [(0, len(text), 0)]
-        for _ in range(MAX_PASSES):
-            new = []
-            for detection in self._detect_once(view, policy):
-                original = _to_original(detection.start, detection.end, segments)
-                if original is not None:
-                    new.append(Detection(detection.entity, *original, detection.value))
-            if not new:
-                break
-            found = sorted(found + new, key=lambda detection: detection.start)
-            view, segments = _replace(text, found, policy)
-        return found
-
-    def _detect_once(self, text: str, policy: MaskingPolicy) -> list[Detection]:
-        """One scan of ``text``: its detections in its own offsets."""
-        if not text:
-            return []
-        normalized = normalize(text)
-        language = detect_language(normalized.text)
-        if _needs_ner(policy) and language not in self.ner_languages:
-            raise PiiTierUnavailable("ner", language)
-        entities = self._policy_entities(policy) & self._supported[language]
-        results = self._analyzer.analyze(normalized.text, language=language, entities=sorted(entities))
-
-        detections: list[Detection] = []
-        for span in sorted(_select_spans(results, normalized.text), key=lambda span: span.start):
-            start, end = normalized.original_span(span.start, span.end)
-            if detections and start < detections[-1].end:  # both inside one original grapheme cluster
-                continue
-            detections.append(Detection(span.entity, start, end, normalized.text[span.start : span.end]))
-        return detections
+    def mask_each(self, texts: list[str], policy: MaskingPolicy) -> list[MaskResult]:
+        """``mask`` of every text, with the name tier batched over all of them."""
+        results = []
+        for text, detections in zip(texts, self.detect_many(texts, policy), strict=True):
+            counts: dict[str, int] = {}
+            for detection in detections:
+                counts[detection.entity] = counts.get(detection.entity, 0) + 1
+            results.append(MaskResult(text=_replace(text, detections, policy)[0], counts=counts))
+        return results
 
     def mask_many(self, texts: list[str], policy: MaskingPolicy) -> tuple[list[str], dict[str, int]]:
         """Each text masked with ``policy``, and the counts summed over all of them."""
         masked: list[str] = []
         total: dict[str, int] = {}
-        for text in texts:
-            result = self.mask(text, policy)
+        for result in self.mask_each(texts, policy):
             masked.append(result.text)
             for entity, count in result.counts.items():
                 total[entity] = total.get(entity, 0) + count
         return masked, total
 
+    def detect(self, text: str, policy: MaskingPolicy) -> list[Detection]:
+        """The spans ``mask`` replaces, left to right and without overlaps, in original offsets."""
+        return self.detect_many([text], policy)[0]
+
+    def detect_many(self, texts: list[str], policy: MaskingPolicy) -> list[list[Detection]]:
+        """``detect`` of every text; the name tier reads them all in one batch per language.
+
+        A replacement can uncover PII that was glued to it (``〒100-0005DE89…``: the IBAN has no
+        boundary until the postal code becomes a label), so the masked text is scanned again, up
+        to ``MAX_PASSES`` times, until nothing new is found: masking masked text changes nothing.
+        A later scan that finds a value spanning an earlier replacement widens it (a label never
+        hides a value). Raises as ``mask`` does.
+        """
+        self.check_policy(policy)
+        entities = self._policy_entities(policy)
+        normalized = [normalize(text) for text in texts]
+        languages = [detect_language(item.text) for item in normalized]
+        if _needs_ner(policy):
+            for language in languages:
+                if language not in self.ner_languages:
+                    raise PiiTierUnavailable("ner", language)
+        names = self._find_names(normalized, languages, entities)
+        return [
+            self._detect(text, item, language, spans, entities, policy)
+            for text, item, language, spans in zip(texts, normalized, languages, names, strict=True)
+        ]
+
+    def _find_names(
+        self, normalized: list[NormalizedText], languages: list[str], entities: frozenset[str]
+    ) -> list[list[_Span]]:
+        """The name tier's spans of each text (normalised offsets), for the entity types asked."""
+        found: list[list[_Span]] = [[] for _ in normalized]
+        if not entities & set(NER_ENTITIES):
+            return found
+        for language, finder in self._names.items():
+            indexes = [index for index, text_language in enumerate(languages) if text_language == language]
+            if not indexes:
+                continue
+            spans = finder.find([normalized[index].text for index in indexes])
+            for index, text_spans in zip(indexes, spans, strict=True):
+                found[index] = [_Span(kind, start, end, 0.85) for start, end, kind in text_spans if kind in entities]
+        return found
+
+    def _detect(
+        self,
+        text: str,
+        normalized: NormalizedText,
+        language: str,
+        names: list[_Span],
+        entities: frozenset[str],
+        policy: MaskingPolicy,
+    ) -> list[Detection]:
+        found: list[Detection] = []
+        view, pieces = text, [_Piece(0, len(text), 0, len(text), replaced=False)]
+        for scan in range(MAX_PASSES):
+            current = normalized if scan == 0 else normalize(view)
+            spans = self._regex_spans(current.folded, language, entities) + (names if scan == 0 else [])
+            new = []
+            for span in _select_spans(spans, current.folded):
+                start, end = _to_original(*current.original_span(span.start, span.end), pieces)
+                new.append(Detection(span.entity, start, end, current.text[span.start : span.end]))
+            merged = _merge(found, new)
+            if merged == found:
+                break
+            found = merged
+            view, pieces = _replace(text, found, policy)
+        return found
+
+    def _regex_spans(self, text: str, language: str, entities: frozenset[str]) -> list[_Span]:
+        if not text:
+            return []
+        wanted = sorted(entities & set(REGEX_ENTITIES))
+        results = self._analyzer.analyze(text, language=language, entities=wanted)
+        return [_Span(result.entity_type, result.start, result.end, result.score) for result in results]
+
     def _policy_entities(self, policy: MaskingPolicy) -> frozenset[str]:
-        chosen = self.entity_types if policy.entities is None else frozenset(policy.entities)
+        if policy.entities is None:
+            chosen = self.entity_types - OPT_IN_ENTITIES
+        else:
+            chosen = frozenset(policy.entities) & self.entity_types
         return chosen | {SECRET}
 
 
@@ -361,20 +371,34 @@ def _inside(start: int, end: int, spans: Iterable[tuple[int, int]]) -> bool:
     return any(other_start <= start and end <= other_end for other_start, other_end in spans)
 
 
-def _select_spans(results: list[RecognizerResult], text: str) -> list[_Span]:
-    """The detections to replace: none touching an existing label, no non-secret inside a harmless
-    code string, and no two overlapping (a secret wins, then the longer, then the higher score).
+def _widen(start: int, end: int, spans: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    """``[start, end)`` grown to cover every span it overlaps."""
+    for other_start, other_end in spans:
+        if start < other_end and other_start < end:
+            start, end = min(start, other_start), max(end, other_end)
+    return start, end
+
+
+def _select_spans(spans: list[_Span], text: str) -> list[_Span]:
+    """The detections to replace, in normalised offsets.
+
+    A label already in the text (``<SECRET>``) is text like any other: a detection lying inside
+    one is the label's own word and is dropped; a detection overlapping one is kept and takes the
+    label with it. A detection inside a harmless code string is dropped unless its type is certain
+    (``CERTAIN_ENTITIES``). Of overlapping detections, a secret wins, then the longer, then the
+    higher score.
     """
-    if not results:
+    if not spans:
         return []
     labels = label_spans(text)
-    harmless = harmless_spans(text) if any(result.entity_type != SECRET for result in results) else []
-    candidates = [
-        _Span(result.entity_type, result.start, result.end, result.score)
-        for result in results
-        if not _overlaps(result.start, result.end, labels)
-        and (result.entity_type == SECRET or not _inside(result.start, result.end, harmless))
-    ]
+    harmless = harmless_spans(text) if any(span.entity not in CERTAIN_ENTITIES for span in spans) else []
+    candidates = []
+    for span in spans:
+        if _inside(span.start, span.end, labels):
+            continue
+        if span.entity not in CERTAIN_ENTITIES and _inside(span.start, span.end, harmless):
+            continue
+        candidates.append(_Span(span.entity, *_widen(span.start, span.end, labels), span.score))
     candidates.sort(key=lambda span: (span.entity != SECRET, -(span.end - span.start), -span.score, span.start))
     chosen: list[_Span] = []
     for candidate in candidates:
@@ -383,36 +407,77 @@ def _select_spans(results: list[RecognizerResult], text: str) -> list[_Span]:
     return chosen
 
 
-#: (original start, original end, masked start) of each stretch of text a replacement left as is.
-_Segments = list[tuple[int, int, int]]
+def _merge(found: list[Detection], new: list[Detection]) -> list[Detection]:
+    """``found`` with the ``new`` detections added, ordered by start. A new detection that overlaps
+    earlier ones replaces them with their union (a secret among them makes the union a secret);
+    one inside an earlier detection adds nothing."""
+    merged = list(found)
+    for detection in new:
+        overlapping = [other for other in merged if other.start < detection.end and detection.start < other.end]
+        if any(other.start <= detection.start and detection.end <= other.end for other in overlapping):
+            continue
+        if overlapping:
+            entities = {detection.entity, *(other.entity for other in overlapping)}
+            detection = Detection(
+                SECRET if SECRET in entities else detection.entity,
+                min(detection.start, *(other.start for other in overlapping)),
+                max(detection.end, *(other.end for other in overlapping)),
+                detection.value,
+            )
+            merged = [other for other in merged if other not in overlapping]
+        merged.append(detection)
+    return sorted(merged, key=lambda detection: detection.start)
 
 
-def _replace(text: str, detections: list[Detection], policy: MaskingPolicy) -> tuple[str, _Segments]:
-    """``text`` with the (ordered, non-overlapping) detections replaced, and its unmasked segments."""
-    pieces: list[str] = []
-    segments: _Segments = []
+@dataclass(frozen=True)
+class _Piece:
+    """A stretch of the masked text: ``original[start:end]`` became ``masked[masked_start:masked_end]``,
+    as it was (``replaced`` False) or as a label."""
+
+    start: int
+    end: int
+    masked_start: int
+    masked_end: int
+    replaced: bool
+
+
+def _replace(text: str, detections: list[Detection], policy: MaskingPolicy) -> tuple[str, list[_Piece]]:
+    """``text`` with the (ordered, non-overlapping) detections replaced, and its pieces."""
+    parts: list[str] = []
+    pieces: list[_Piece] = []
     position = masked_position = 0
     for detection in [*detections, None]:
         end = len(text) if detection is None else detection.start
-        segments.append((position, end, masked_position))
-        pieces.append(text[position:end])
+        pieces.append(_Piece(position, end, masked_position, masked_position + end - position, replaced=False))
+        parts.append(text[position:end])
         masked_position += end - position
         if detection is not None:
             replacement = _replacement(detection, policy)
-            pieces.append(replacement)
+            pieces.append(_Piece(end, detection.end, masked_position, masked_position + len(replacement), True))
+            parts.append(replacement)
             masked_position += len(replacement)
             position = detection.end
-    return "".join(pieces), segments
+    return "".join(parts), pieces
 
 
-def _to_original(start: int, end: int, segments: _Segments) -> tuple[int, int] | None:
-    """Original offsets of a span of masked text; None unless it lies in one unmasked segment
-    (spans touching a label are dropped before this, so that does not happen).
-    """
-    for original_start, original_end, masked_start in segments:
-        if masked_start <= start and end <= masked_start + original_end - original_start:
-            return original_start + start - masked_start, original_start + end - masked_start
-    return None
+def _to_original(start: int, end: int, pieces: list[_Piece]) -> tuple[int, int]:
+    """Original offsets of the span ``[start, end)`` of masked text. An end that falls in a
+    replacement takes all of what it replaced; so does a start."""
+    return _original_offset(start, pieces, at_start=True), _original_offset(end, pieces, at_start=False)
+
+
+def _original_offset(offset: int, pieces: list[_Piece], *, at_start: bool) -> int:
+    for piece in pieces:
+        inside = (
+            piece.masked_start <= offset < piece.masked_end
+            if at_start
+            else piece.masked_start < offset <= piece.masked_end
+        )
+        if inside:
+            if piece.replaced:
+                return piece.start if at_start else piece.end
+            return piece.start + offset - piece.masked_start
+    return pieces[-1].end if pieces else offset
 
 
 def _replacement(detection: Detection, policy: MaskingPolicy) -> str:
@@ -463,5 +528,5 @@ def get_masker() -> Masker:
     if _masker is None:
         with _masker_lock:
             if _masker is None:
-                _masker = Masker(ner_pipelines=installed_ner_pipelines())
+                _masker = Masker(name_finders=installed_name_finders())
     return _masker

@@ -20,7 +20,6 @@ import tldextract
 from presidio_analyzer import EntityRecognizer, LocalRecognizer, Pattern, RecognizerResult
 from presidio_analyzer.nlp_engine import NlpArtifacts
 from presidio_analyzer.predefined_recognizers import (
-    CreditCardRecognizer,
     EmailRecognizer,
     IbanRecognizer,
     IpRecognizer,
@@ -29,10 +28,14 @@ from presidio_analyzer.predefined_recognizers import (
 
 from memory_service.pii.entities import (
     ADDRESS,
+    CREDIT_CARD,
+    DATE_OF_BIRTH,
     JP_MY_NUMBER,
     JP_POSTAL_CODE,
+    PASSPORT,
     PHONE_NUMBER,
     SECRET,
+    US_SSN,
 )
 
 #: Flags for Presidio's patterns: ``\\b``, ``\\w`` and ``\\d`` with ASCII meaning (see module doc).
@@ -220,12 +223,13 @@ SECRET_RULES: tuple[Rule, ...] = (
 
 # --- Japanese phone numbers, My Number, postal codes, addresses --------------------------------
 
-_SEP = rf"(?:[ \t]*{DASH}[ \t]*|[ \t]+|[ \t]*\)[ \t]*|\()?"
+#: Between the groups of a number: a dash, spaces, a bracket, a dot, a slash or an underscore.
+_SEP = rf"(?:[ \t]*{DASH}[ \t]*|[ \t]+|[ \t]*\)[ \t]*|\(|[./_])?"
 _JP_PHONE = regex.compile(
     rf"""(?<![0-9A-Za-z+.\-])
     (?:(?:\+81{_SEP}(?:\(0\){_SEP})?|\(?0)[1-9][0-9]{{0,3}}{_SEP}[0-9]{{1,4}}{_SEP}[0-9]{{4}}
       |0(?:120|570|800){_SEP}[0-9]{{2,3}}{_SEP}[0-9]{{3,4}})
-    (?![0-9A-Za-z]|[\-.][0-9])""",
+    (?![0-9A-Za-z]|[\-./_][0-9])""",
     regex.VERBOSE,
 )
 _MOBILE_PREFIXES = ("020", "050", "060", "070", "080", "090", "0800")
@@ -257,7 +261,8 @@ def my_number_is_valid(digits: str) -> bool:
 
 
 _MY_NUMBER = regex.compile(
-    r"(?<![0-9A-Za-z+.\-])[0-9]{4}(?P<sep>[ \-]?)[0-9]{4}(?P=sep)[0-9]{4}(?![0-9A-Za-z]|[\-.][0-9])"
+    rf"(?<![0-9A-Za-z+.\-/])[0-9]{{4}}(?P<sep>(?:[ ./_]|{DASH})?)[0-9]{{4}}(?P=sep)[0-9]{{4}}"
+    r"(?![0-9A-Za-z]|[\-./_][0-9])"
 )
 
 _POSTAL = regex.compile(
@@ -283,6 +288,86 @@ _EN_ADDRESS = regex.compile(
     r"(?<![0-9A-Za-z])[0-9]{1,6}[ \t]+(?:[A-Z][a-z]+[ \t]+){1,4}"
     r"(?:Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Way|Parkway|Pkwy|Place|Pl|Terrace)"
     r"(?![A-Za-z])\.?(?:,?[ \t]+(?:Apt|Suite|Unit)\.?[ \t]*[0-9A-Za-z\-]+)?"
+)
+
+
+# --- Cards, US Social Security numbers, dates of birth, passports ---------------------------------
+
+_DIGIT_SEP = r"[ ./_\-]"
+# 13-19 digits: contiguous, or in groups of four (the last one 1-7 long), or Amex's 4-6-5, with one
+# separator used throughout.
+_CARD = regex.compile(
+    rf"""(?<![0-9A-Za-z+.\-/_])
+    (?:[2-6][0-9]{{12,18}}
+      |[2-6][0-9]{{3}}(?P<sep>{_DIGIT_SEP})[0-9]{{4}}(?P=sep)[0-9]{{4}}(?P=sep)[0-9]{{1,7}}
+      |3[47][0-9]{{2}}(?P<amex>{_DIGIT_SEP})[0-9]{{6}}(?P=amex)[0-9]{{5}})
+    (?![0-9A-Za-z]|[\-./_][0-9])""",
+    regex.VERBOSE,
+)
+
+
+def luhn_is_valid(digits: str) -> bool:
+    """Whether a string of ASCII digits passes the Luhn check (every card number does)."""
+    total = 0
+    for position, digit in enumerate(reversed(digits)):
+        value = int(digit) * (2 if position % 2 else 1)
+        total += value - 9 if value > 9 else value
+    return total % 10 == 0
+
+
+def _is_card(match: regex.Match[str]) -> bool:
+    digits = regex.sub(r"[^0-9]", "", match.group())
+    return 13 <= len(digits) <= 19 and len(set(digits)) > 1 and luhn_is_valid(digits)
+
+
+_SSN = regex.compile(
+    rf"(?<![0-9A-Za-z+.\-/_])[0-9]{{3}}(?P<sep>{_DIGIT_SEP})[0-9]{{2}}(?P=sep)[0-9]{{4}}(?![0-9A-Za-z]|[\-./_][0-9])"
+)
+_SSN_WITH_CONTEXT = regex.compile(
+    r"(?i:(?<![A-Za-z])(?:ssn|social[ \t]+security(?:[ \t]+(?:number|no\.?))?))[ \t]*(?:#|:|=|is)?[ \t]*"
+    r"(?P<v>[0-9]{9})(?![0-9])"
+)
+#: Numbers of the SSN shape the Social Security Administration says were never issued or are public.
+_SSN_NEVER_ISSUED = frozenset({"123456789", "078051120", "219099999"})
+
+
+def ssn_is_valid(digits: str) -> bool:
+    """A US Social Security number that could be issued: area not 000, 666 or 9xx, group not 00,
+    serial not 0000, and not one of the numbers printed in advertisements."""
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return (
+        len(digits) == 9
+        and area not in ("000", "666")
+        and not area.startswith("9")
+        and group != "00"
+        and serial != "0000"
+        and digits not in _SSN_NEVER_ISSUED
+    )
+
+
+_MONTH = (
+    r"(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+_DATE = (
+    r"(?:[0-9]{4}[\-/.][0-9]{1,2}[\-/.][0-9]{1,2}"
+    r"|[0-9]{1,2}[\-/.][0-9]{1,2}[\-/.][0-9]{2,4}"
+    rf"|{_MONTH}\.?[ \t]+[0-9]{{1,2}}(?:st|nd|rd|th)?,?[ \t]+[0-9]{{4}}"
+    rf"|[0-9]{{1,2}}(?:st|nd|rd|th)?[ \t]+{_MONTH}\.?,?[ \t]+[0-9]{{4}}"
+    r"|(?:[0-9]{4}|(?:明治|大正|昭和|平成|令和)(?:[0-9]{1,2}|元))年[ \t]*[0-9]{1,2}月[ \t]*[0-9]{1,2}日)"
+)
+# "born on 1985-04-12", "DOB: 04/12/1985", "生年月日: 1985年4月12日", "1985年4月12日生まれ".
+_BIRTH_BEFORE = regex.compile(
+    r"(?:(?i:(?<![A-Za-z])(?:born(?:[ \t]+(?:on|in))?|date[ \t]+of[ \t]+birth|d\.?o\.?b\.?|birth[ \t\-]?date|birthday)"
+    rf"(?![A-Za-z]))|生年月日|誕生日)[ \t]*(?:[:=]|is|は)?[ \t]*(?P<v>{_DATE})(?![0-9])"
+)
+_BIRTH_AFTER = regex.compile(rf"(?<![0-9])(?P<v>{_DATE})[ \t]*(?:生まれ|生(?![0-9A-Za-z\p{{Han}}]))")
+
+# "passport TK1234567" (Japan: two letters, seven digits), "passport number 512345678" (US: nine
+# digits, or a letter and eight), "旅券番号 TR8429173".
+_PASSPORT = regex.compile(
+    r"(?:(?i:(?<![A-Za-z])passport(?:[ \t]*(?:no\.?|number|num|#))?)|旅券(?:番号)?|パスポート(?:番号)?)"
+    r"[ \t]*(?:[:=#]|is|は)?[ \t]*(?P<v>[A-Za-z]{2}[0-9]{7}|[A-Za-z][0-9]{8}|[0-9]{9})(?![0-9A-Za-z])"
 )
 
 
@@ -314,6 +399,42 @@ def our_recognizers(language: str) -> list[EntityRecognizer]:
             rules=[Rule("jp_postal_code", _POSTAL, score=0.9, group="v")],
             language=language,
             name="JpPostalCodeRecognizer",
+        ),
+        RuleRecognizer(
+            entity=CREDIT_CARD,
+            rules=[Rule("card", _CARD, score=0.9, validate=_is_card)],
+            language=language,
+            name="CardRecognizer",
+        ),
+        RuleRecognizer(
+            entity=US_SSN,
+            rules=[
+                Rule("us_ssn", _SSN, score=0.8, validate=lambda m: ssn_is_valid(regex.sub(r"[^0-9]", "", m.group()))),
+                Rule(
+                    "us_ssn_context",
+                    _SSN_WITH_CONTEXT,
+                    score=0.9,
+                    group="v",
+                    validate=lambda m: ssn_is_valid(m.group("v")),
+                ),
+            ],  # fmt: skip
+            language=language,
+            name="UsSsnRecognizer",
+        ),
+        RuleRecognizer(
+            entity=DATE_OF_BIRTH,
+            rules=[
+                Rule("birth_context_before", _BIRTH_BEFORE, score=0.9, group="v"),
+                Rule("birth_context_after", _BIRTH_AFTER, score=0.9, group="v"),
+            ],
+            language=language,
+            name="DateOfBirthRecognizer",
+        ),
+        RuleRecognizer(
+            entity=PASSPORT,
+            rules=[Rule("passport", _PASSPORT, score=0.9, group="v")],
+            language=language,
+            name="PassportRecognizer",
         ),
         RuleRecognizer(
             entity=ADDRESS,
@@ -399,15 +520,12 @@ class GuardedPhoneRecognizer(PhoneRecognizer):
 
 
 def presidio_recognizers(language: str) -> list[EntityRecognizer]:
-    """Presidio's email, credit card, IBAN, IP and phone recognizers for ``language``."""
-    card = CreditCardRecognizer(patterns=_fresh(CreditCardRecognizer.PATTERNS), supported_language=language)
-    card.global_regex_flags = ASCII_FLAGS
+    """Presidio's email, IBAN, IP and phone recognizers for ``language``."""
     ip = IpRecognizer(patterns=_fresh(IpRecognizer.PATTERNS), supported_language=language)
     ip.global_regex_flags = ASCII_FLAGS
     iban = IbanRecognizer(patterns=_fresh(IbanRecognizer.PATTERNS), supported_language=language)
     return [
         OfflineEmailRecognizer(language=language),
-        card,
         iban,
         ip,
         GuardedPhoneRecognizer(language=language),

@@ -18,6 +18,15 @@ def test_it_is_ready_when_database_redis_and_a_worker_answer(anonymous_client):
     assert checks["database"]["ok"] and checks["redis"]["ok"] and checks["worker"]["ok"]
 
 
+def test_it_reports_the_name_tier_loaded_from_the_default_install(anonymous_client):
+    """`make run` and `make test` install the same packages (requirements/base.txt, models.txt)."""
+    worker_heartbeat_record()
+    pii = anonymous_client.get("/readyz").json()["checks"]["pii"]
+    assert pii["tiers"] == ["ner", "regex"]
+    assert pii["name_languages"] == ["en", "ja"]
+    assert pii["version"] == "pii-2/regex+ner"
+
+
 def test_it_is_not_ready_without_a_worker_heartbeat(anonymous_client):
     get_redis().delete(HEARTBEAT_KEY)
     response = anonymous_client.get("/readyz")

@@ -22,6 +22,7 @@ from memory_service.pii import (
     PiiTierUnavailable,
     get_masker,
 )
+from memory_service.pii.names import EnglishNames
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTE = (
@@ -33,6 +34,7 @@ NOTE = (
 def test_it_exports_the_public_api():
     assert set(memory_service.pii.__all__) == {
         "ENTITY_TYPES",
+        "REGEX_ENTITIES",
         "SECRET",
         "MaskResult",
         "Masker",
@@ -51,14 +53,49 @@ def test_it_exports_the_public_api():
         "JP_MY_NUMBER",
         "JP_POSTAL_CODE",
         "ADDRESS",
+        "US_SSN",
+        "DATE_OF_BIRTH",
+        "PASSPORT",
         "PERSON",
         "LOCATION",
     }
 
 
-def test_it_loads_the_regex_tier_without_a_ner_model(masker):
-    assert masker.tiers == frozenset({"regex"})
-    assert masker.version == "pii-1/regex"
+def test_it_loads_the_name_tier_from_the_installed_packages(masker):
+    assert masker.tiers == frozenset({"regex", "ner"})
+    assert masker.ner_languages == frozenset({"en", "ja"})
+    assert masker.version == "pii-2/regex+ner"
+
+
+@pytest.fixture(scope="module")
+def regex_masker() -> Masker:
+    """A masker without the name tier, as a process without the models would build it."""
+    return Masker()
+
+
+def test_it_builds_the_regex_tier_alone_without_name_finders(regex_masker, policy):
+    assert regex_masker.tiers == frozenset({"regex"})
+    assert regex_masker.version == "pii-2/regex"
+    assert regex_masker.mask("Alice Smith: bob@example.com", policy).text == "Alice Smith: <EMAIL_ADDRESS>"
+
+
+def test_it_masks_names_in_english_and_japanese_notes(masker, policy):
+    assert masker.mask("Per Priya Raman, bump the pool size.", policy).text == "Per <PERSON>, bump the pool size."
+    assert masker.mask("田中さんと佐藤花子が承認した。", policy).text == "<PERSON>さんと<PERSON>が承認した。"
+
+
+def test_it_keeps_tool_names_a_model_takes_for_people(masker, policy):
+    text = "After the Jenkins outage we moved Kafka consumers to Redis streams; Django stays."
+
+    assert masker.mask(text, policy).text == text
+
+
+def test_it_batches_the_name_tier_and_masks_each_text_as_alone(masker, policy):
+    texts = ["Ask Maria Gonzalez first.", "no names here", "鈴木さんに確認", "Bob said hi to bob@example.com"]
+
+    assert [result.text for result in masker.mask_each(texts, policy)] == [
+        masker.mask(text, policy).text for text in texts
+    ]
 
 
 def test_it_returns_one_process_wide_masker_even_under_concurrent_first_use(monkeypatch):
@@ -215,20 +252,20 @@ def test_it_sums_counts_over_many_texts(masker, policy):
     assert counts == {"EMAIL_ADDRESS": 2, "PHONE_NUMBER": 1}
 
 
-def test_it_refuses_a_policy_that_requires_ner_without_the_ner_tier(masker):
+def test_it_refuses_a_policy_that_requires_ner_without_the_ner_tier(regex_masker):
     policy = MaskingPolicy(tenant_id="tenant-a", require_ner=True)
 
     with pytest.raises(PiiTierUnavailable) as raised:
-        masker.mask("bob@example.com", policy)
+        regex_masker.mask("bob@example.com", policy)
 
     assert raised.value.tier == "ner"
     with pytest.raises(PiiTierUnavailable):
-        masker.check_policy(policy)
+        regex_masker.check_policy(policy)
 
 
-def test_it_refuses_a_policy_naming_an_entity_only_ner_detects(masker):
+def test_it_refuses_a_policy_naming_an_entity_only_ner_detects(regex_masker):
     with pytest.raises(PiiTierUnavailable):
-        masker.check_policy(MaskingPolicy(tenant_id="tenant-a", entities=frozenset({"PERSON"})))
+        regex_masker.check_policy(MaskingPolicy(tenant_id="tenant-a", entities=frozenset({"PERSON"})))
 
 
 @pytest.mark.parametrize(
@@ -256,18 +293,21 @@ def ner_masker() -> Masker:
             {"label": "ORG", "pattern": "Acme"},
         ]
     )
-    return Masker(ner_pipelines={"en": nlp})
+    return Masker(name_finders={"en": EnglishNames(nlp)})
 
 
 def test_it_masks_people_and_places_with_the_ner_tier(ner_masker):
     policy = MaskingPolicy(tenant_id="tenant-a", require_ner=True)
+    text = "Alice Smith of Acme moved to Paris; mail alice@example.com"
 
-    result = ner_masker.mask("Alice Smith of Acme moved to Paris; mail alice@example.com", policy)
+    result = ner_masker.mask(text, policy)
+    with_places = ner_masker.mask(text, replace(policy, entities=frozenset({"PERSON", "LOCATION", "EMAIL_ADDRESS"})))
 
     assert ner_masker.tiers == frozenset({"regex", "ner"})
-    assert ner_masker.version == "pii-1/regex+ner"
-    assert result.text == "<PERSON> of Acme moved to <LOCATION>; mail <EMAIL_ADDRESS>"
-    assert result.counts == {"PERSON": 1, "LOCATION": 1, "EMAIL_ADDRESS": 1}
+    assert ner_masker.version == "pii-2/regex+ner"
+    assert result.text == "<PERSON> of Acme moved to Paris; mail <EMAIL_ADDRESS>"  # places only when named
+    assert with_places.text == "<PERSON> of Acme moved to <LOCATION>; mail <EMAIL_ADDRESS>"
+    assert with_places.counts == {"PERSON": 1, "LOCATION": 1, "EMAIL_ADDRESS": 1}
 
 
 def test_it_refuses_ner_for_a_language_without_a_ner_pipeline(ner_masker):

