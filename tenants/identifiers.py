@@ -80,7 +80,7 @@ def validate_metadata_keys(metadata: dict, *, field: str = "metadata") -> None:
 
 
 # Path segments that cannot carry personal data: words, and ids this service generates (UUIDs).
-_PLAIN_SEGMENT = re.compile(r"[A-Za-z_\-]*|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PLAIN_SEGMENT = re.compile(r"[a-z_\-]*|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def loggable_path(path: str) -> str:

@@ -140,10 +140,15 @@ def name_lexicon() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     return frozenset(first), frozenset(last), frozenset(EnglishWords.word_list) | _ENGINEERING_WORDS
 
 
-#: Words that open many engineering notes and are also given names somewhere ("Ping", "Merge").
+#: Words that open many engineering notes ("Ping …", "Lesson: …") and that a model or a name list
+#: may take for a name: this service's own kinds of memory and the headings agents write.
 _ENGINEERING_WORDS = frozenset(
     {"ping", "ask", "call", "mail", "check", "run", "use", "merge", "deploy", "test", "fix", "note", "see", "per",
-     "via", "cc", "todo", "done", "ship", "build", "push", "pull", "bump", "revert", "release", "patch"}
+     "via", "cc", "todo", "done", "ship", "build", "push", "pull", "bump", "revert", "release", "patch",
+     "lesson", "lessons", "decision", "decisions", "conclusion", "conclusions", "preference", "preferences",
+     "notes", "update", "summary", "context", "action", "issue", "problem", "cause", "outcome", "result",
+     "reason", "rule", "tip", "warning", "caveat", "gotcha", "workaround", "bug", "incident", "postmortem",
+     "retro", "followup", "owner", "reviewer", "status", "plan", "goal", "question", "answer", "idea", "proposal"}
 )  # fmt: skip
 
 #: Model labels that may hide a person the lexicon knows.
@@ -167,8 +172,13 @@ class EnglishNames:
         places: list[NameSpan] = []
         for entity in doc.ents:
             kind = NER_LABELS.get(entity.label_)
-            if kind == PERSON and looks_like_a_name(entity.text):
-                people.append((entity.start, entity.end))
+            if kind == PERSON:
+                start = entity.start
+                while start < entity.end and doc[start].text.casefold() in _ENGINEERING_WORDS:
+                    start += 1  # "Ping Priya": the verb that opens the note is not part of the name
+                text = doc[start : entity.end].text
+                if start < entity.end and looks_like_a_name(text) and not self._common_word(text):
+                    people.append((start, entity.end))
             elif kind == LOCATION and not self._known_name(entity.text):
                 places.append((entity.start_char, entity.end_char, LOCATION))
             elif entity.label_ in _OTHER_LABELS | {"GPE", "LOC"} and self._known_name(entity.text):
@@ -177,6 +187,13 @@ class EnglishNames:
             people = [self._extend(doc, start, end) for start, end in people]
             people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
         return places + [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), PERSON) for start, end in people]
+
+    def _common_word(self, text: str) -> bool:
+        """A single word that is a common English word and no one's given name ("Lesson", "Ping")."""
+        if self.lexicon is None or " " in text:
+            return False
+        first, _, common = self.lexicon
+        return text.casefold() in _ENGINEERING_WORDS or (text.casefold() in common and text not in first)
 
     def _known_name(self, text: str) -> bool:
         if self.lexicon is None or not looks_like_a_name(text):
@@ -212,7 +229,12 @@ class EnglishNames:
         while index < len(doc):
             token = doc[index]
             word = token.text
-            if token.ent_type_ in NER_LABELS or word not in first or not _NAME_WORD.fullmatch(word):
+            if (
+                token.ent_type_ in NER_LABELS
+                or word not in first
+                or word.casefold() in _ENGINEERING_WORDS
+                or not _NAME_WORD.fullmatch(word)
+            ):
                 index += 1
                 continue
             end = index + 1

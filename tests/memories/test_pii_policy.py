@@ -34,7 +34,28 @@ def test_it_masks_only_the_chosen_entities_and_always_secrets(tenant, api_client
     assert "090-1234-5678" in body["text"]
 
 
-def test_it_refuses_a_policy_that_needs_a_missing_tier(tenant):
+@pytest.fixture
+def without_name_tier(monkeypatch):
+    """This process's masker as one built where the name tier's packages are not installed."""
+    from memory_service.pii import Masker
+
+    monkeypatch.setattr("memory_service.pii.engine._masker", Masker())
+
+
+def test_the_default_policy_masks_names(tenant, api_client):
+    body = _write(api_client, "Per Priya Raman, keep the pool at 20; 田中さんも同意。").json()
+    assert body["text"] == "Per <PERSON>, keep the pool at 20; <PERSON>さんも同意。"
+    assert body["pii"] == {"PERSON": 2}
+
+
+def test_a_policy_may_require_the_name_tier_where_it_is_loaded(tenant):
+    tenant_pii_policy_set(tenant=tenant, require_ner=True)
+    with tenant_context(tenant.id):
+        tenant.refresh_from_db()
+    assert tenant.pii_require_ner is True
+
+
+def test_it_refuses_a_policy_that_needs_a_missing_tier(tenant, without_name_tier):
     from tenants.masking import PiiTierMissingError
 
     with pytest.raises(PiiTierMissingError):
@@ -44,7 +65,7 @@ def test_it_refuses_a_policy_that_needs_a_missing_tier(tenant):
     assert tenant.pii_require_ner is False
 
 
-def test_it_refuses_writes_when_a_stored_policy_needs_a_missing_tier(tenant, api_client):
+def test_it_refuses_writes_when_a_stored_policy_needs_a_missing_tier(tenant, api_client, without_name_tier):
     from tenants.models import Tenant
 
     with tenant_context(tenant.id):
@@ -55,7 +76,7 @@ def test_it_refuses_writes_when_a_stored_policy_needs_a_missing_tier(tenant, api
 
 
 @pytest.mark.django_db(transaction=True, databases=["default", "admin"])
-def test_it_sets_the_policy_from_the_command_line():
+def test_it_sets_the_policy_from_the_command_line(without_name_tier):
     make_token(make_tenant("acme"))
     out = StringIO()
     call_command(

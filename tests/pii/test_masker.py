@@ -293,7 +293,7 @@ def ner_masker() -> Masker:
             {"label": "ORG", "pattern": "Acme"},
         ]
     )
-    return Masker(name_finders={"en": EnglishNames(nlp)})
+    return Masker(name_finders={"en": EnglishNames(nlp, lexicon=False)})
 
 
 def test_it_masks_people_and_places_with_the_ner_tier(ner_masker):
