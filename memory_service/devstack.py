@@ -546,10 +546,8 @@ def command_run(args: argparse.Namespace) -> int:
         print(flush=True)
         print(f"memory-service is running at http://127.0.0.1:{port}/", flush=True)
         pii = readiness.get("checks", {}).get("pii", {})
-        print(
-            f"  PII masking tiers {', '.join(pii.get('tiers', []))}; names in {', '.join(pii.get('name_languages', []))}",
-            flush=True,
-        )
+        tiers, names = ", ".join(pii.get("tiers", [])), ", ".join(pii.get("name_languages", []))
+        print(f"  PII masking tiers {tiers}; person names masked in {names or 'no language'}", flush=True)
         print(f"  API docs   http://127.0.0.1:{port}/api/docs/", flush=True)
         print(
             f"  admin      http://127.0.0.1:{port}/admin/  (make a login: .venv/bin/python manage.py createsuperuser)",

@@ -8,7 +8,7 @@ English
     name: letters, apostrophes and hyphens, each word capitalised, no CamelCase inside a word,
     and not every word a known software name (``tech_terms.txt``). The small model misses many
     names, above all those of non-English origin, so a name lexicon backs it: the first and last
-    names of every locale of Faker's person providers (about 30,000 each). A span the model gives
+    names of every locale of Faker's person providers (about 30,000 each, in ``data/``). A span the model gives
     another label (``ORG``, ``GPE``, …) is a person when it looks like a name and the lexicon
     knows its first or last word; a capitalised word the model left alone is a person when the
     lexicon knows it as a first name and it is not a common English word (Faker's English word
@@ -26,6 +26,7 @@ the spans back. Nothing here logs or raises with the text.
 """
 
 import functools
+import gzip
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Protocol
@@ -79,7 +80,7 @@ def tech_terms() -> frozenset[str]:
     return frozenset(line.strip().casefold() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
-_NAME_WORD = regex.compile(r"(?:[\p{Lu}][\p{Ll}\p{M}]*(?:['’\-][\p{L}\p{M}]+)*\.?)")
+_NAME_WORD = regex.compile(r"(?:[\p{Lu}][\p{L}\p{M}]*(?:['’\-][\p{L}\p{M}]+)*\.?)")
 # McDonald, MacArthur, DeAngelo, DiMaggio, LaToya, O'Brien: a capital inside a name after these.
 _INNER_CAPITAL_PREFIX = regex.compile(r"^(?:Mc|Mac|De|Di|Da|Du|La|Le|Van|Von|St)\p{Lu}\p{Ll}+$")
 _INNER_CAPITAL = regex.compile(r"\p{Ll}\p{Lu}")
@@ -113,18 +114,41 @@ def looks_like_a_name(text: str) -> bool:
     return not all(word.casefold().rstrip(".") in terms for word in words if word.casefold() not in _PARTICLES)
 
 
+#: The name lexicon (``build_lexicon``), one ``F\tname``, ``L\tname`` or ``W\tword`` line each.
+LEXICON_FILE = "data/name_lexicon.txt.gz"
+
+
 @functools.cache
 def name_lexicon() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """(first names, last names, common English words), from Faker's providers (MIT licensed data,
-    installed with the service; nothing is downloaded)."""
+    """(first names, last names, common English words), read from ``LEXICON_FILE``; names that are
+    also known software names are left out."""
+    first: set[str] = set()
+    last: set[str] = set()
+    words: set[str] = set()
+    targets = {"F": first, "L": last, "W": words}
+    data = resources.files("memory_service.pii").joinpath(LEXICON_FILE).read_bytes()
+    for line in gzip.decompress(data).decode("utf-8").splitlines():
+        kind, _, value = line.partition("\t")
+        targets[kind].add(value)
+    terms = tech_terms()
+    return (
+        frozenset(name for name in first if name.casefold() not in terms),
+        frozenset(name for name in last if name.casefold() not in terms),
+        frozenset(words) | _ENGINEERING_WORDS,
+    )
+
+
+def build_lexicon() -> bytes:
+    """The lexicon file's bytes, from Faker's providers (MIT licensed data): the first and last
+    names of every locale of its person providers, and its English word list as common words.
+    ``bench/pii/build_name_lexicon.py`` rebuilds the file (Faker comes with the test requirements)."""
     import importlib
     import pkgutil
 
     import faker.providers.person as person
     from faker.providers.lorem.en_US import Provider as EnglishWords
 
-    first: set[str] = set()
-    last: set[str] = set()
+    lines: set[str] = {f"W\t{word}" for word in EnglishWords.word_list}
     for module in pkgutil.iter_modules(person.__path__):
         provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"), "Provider", None)
         for attribute in dir(provider):
@@ -132,12 +156,9 @@ def name_lexicon() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
                 continue
             values = getattr(provider, attribute)
             names = values.keys() if isinstance(values, dict) else values if isinstance(values, list | tuple) else ()
-            target = first if attribute.startswith("first") else last
-            target.update(name for name in names if isinstance(name, str) and " " not in name)
-    terms = tech_terms()
-    first.difference_update(name for name in list(first) if name.casefold() in terms)
-    last.difference_update(name for name in list(last) if name.casefold() in terms)
-    return frozenset(first), frozenset(last), frozenset(EnglishWords.word_list) | _ENGINEERING_WORDS
+            kind = "F" if attribute.startswith("first") else "L"
+            lines.update(f"{kind}\t{name}" for name in names if isinstance(name, str) and name and " " not in name)
+    return gzip.compress("\n".join(sorted(lines)).encode("utf-8"), mtime=0)
 
 
 #: Words that open many engineering notes ("Ping …", "Lesson: …") and that a model or a name list
@@ -316,7 +337,7 @@ class JapaneseNames:
             for match in pattern.finditer(text):
                 if match.group() not in _NOT_NAMES:
                     spans.append((match.start(), match.end(), PERSON))
-        return spans
+        return sorted(set(spans))
 
 
 def _sudachi_kind(pos: tuple[str, ...], surface: str) -> str | None:

@@ -1,0 +1,42 @@
+"""The name tier's parts: the English filter and lexicon, the Japanese finder, the lexicon file."""
+
+import pytest
+
+from memory_service.pii.names import LEXICON_FILE, JapaneseNames, build_lexicon, looks_like_a_name, name_lexicon
+from memory_service.pii.normalize import normalize
+
+
+def test_the_lexicon_file_is_what_faker_builds():
+    from importlib import resources
+
+    stored = resources.files("memory_service.pii").joinpath(LEXICON_FILE).read_bytes()
+
+    assert stored == build_lexicon(), "rebuild it: .venv/bin/python bench/pii/build_name_lexicon.py"
+
+
+def test_the_lexicon_knows_names_of_many_origins_and_no_tool_names():
+    first, last, common = name_lexicon()
+
+    assert {"Priya", "Mehmet", "Giulia", "Olga", "Wei"} <= first
+    assert {"Nguyen", "Kaya", "Okafor", "Tanaka"} & last
+    assert not {"Jenkins", "Kafka", "Django", "Redis"} & (first | last)
+    assert {"lesson", "ping", "will"} <= common
+
+
+@pytest.mark.parametrize("text", ["Priya Raman", "O'Brien", "Jean-Luc Picard", "McDonald", "Daan de Vries"])
+def test_names_look_like_names(text):
+    assert looks_like_a_name(text)
+
+
+@pytest.mark.parametrize("text", ["OrderService", "AWS", "pg_repack", "v2 Beta", "Jenkins", "Kafka Redis", "bob"])
+def test_code_and_tool_names_do_not(text):
+    assert not looks_like_a_name(text)
+
+
+def test_the_japanese_finder_joins_family_and_given_names_and_reads_honorifics():
+    finder = JapaneseNames()
+    text = normalize("佐藤\u3000花子と小鳥遊さん、Itoさんが確認した。").text
+
+    spans = finder.find([text])[0]
+
+    assert sorted(text[start:end] for start, end, kind in spans if kind == "PERSON") == ["Ito", "佐藤 花子", "小鳥遊"]
