@@ -111,17 +111,40 @@ def variants():
     """Alternatives to the default name tier, built from the same parts."""
     import spacy
 
-    from memory_service.pii.names import ENGLISH_EXCLUDED, ENGLISH_MODEL, EnglishNames, JapaneseNames
+    from memory_service.pii.names import ENGLISH_EXCLUDED, ENGLISH_MODEL, EnglishNames
 
     english = EnglishNames(spacy.load(ENGLISH_MODEL, exclude=list(ENGLISH_EXCLUDED)))
     found = {
         "en model, no name filter": {"en": _Unfiltered(english.nlp)},
-        "ja: Sudachi + honorifics, no English on Latin runs": {"en": english, "ja": JapaneseNames(None)},
+        "en model + name filter, no lexicon": {"en": EnglishNames(english.nlp, lexicon=False)},
+        "ja: Sudachi + honorifics + the English finder on Latin runs": {"en": english, "ja": _WithLatin(english)},
     }
     if spacy.util.is_package("ja_ginza"):
         ginza = spacy.load("ja_ginza", exclude=["parser", "bunsetu_recognizer", "compound_splitter"])
         found["ja: GiNZA NER"] = {"en": english, "ja": _Unfiltered(ginza)}
     return found
+
+
+class _WithLatin:
+    """The Japanese finder plus the English one on each run of Latin letters (measured, not kept)."""
+
+    _LATIN_RUN = regex.compile(r"[A-Za-z][A-Za-z'’\-. ]*[A-Za-z]")
+
+    def __init__(self, english) -> None:
+        from memory_service.pii.names import JapaneseNames
+
+        self.japanese = JapaneseNames()
+        self.english = english
+
+    def find(self, texts):
+        found = self.japanese.find(texts)
+        runs = [[match.span() for match in self._LATIN_RUN.finditer(text)] for text in texts]
+        pieces = [text[start:end] for text, spans in zip(texts, runs, strict=True) for start, end in spans]
+        results = iter(self.english.find(pieces))
+        for spans, text_runs in zip(found, runs, strict=True):
+            for start, _ in text_runs:
+                spans.extend((start + a, start + b, kind) for a, b, kind in next(results) if kind == "PERSON")
+        return found
 
 
 class _Unfiltered:

@@ -187,7 +187,7 @@ def installed_name_finders() -> dict[str, NameFinder]:
     if english is not None:
         finders["en"] = english
     if sudachi_available():
-        finders["ja"] = JapaneseNames(english)
+        finders["ja"] = JapaneseNames()
     return finders
 
 
