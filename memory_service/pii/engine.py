@@ -60,6 +60,7 @@ from memory_service.pii.entities import (
     PHONE_NUMBER,
     REGEX_ENTITIES,
     SECRET,
+    US_SSN,
 )
 from memory_service.pii.names import EnglishNames, JapaneseNames, NameFinder, english_pipeline, sudachi_available
 from memory_service.pii.normalize import NormalizedText, detect_language, normalize
@@ -504,7 +505,7 @@ def canonical_value(entity: str, value: str) -> str:
         if value.lstrip().startswith("+81"):
             return "0" + digits[2:].removeprefix("0")
         return ("+" if value.lstrip().startswith("+") else "") + digits
-    if entity in (CREDIT_CARD, JP_MY_NUMBER, JP_POSTAL_CODE):
+    if entity in (CREDIT_CARD, JP_MY_NUMBER, JP_POSTAL_CODE, US_SSN):
         return _NON_DIGITS.sub("", value)
     if entity == IBAN_CODE:
         return _SPACES_AND_DASHES.sub("", value).upper()

@@ -149,3 +149,10 @@ def test_the_checks_follow_their_rules():
     assert luhn_is_valid("4111111111111111") and not luhn_is_valid("4111111111111112")
     assert ssn_is_valid("536228451")
     assert not any(ssn_is_valid(n) for n in ("000228451", "666228451", "936228451", "536008451", "536220000"))
+
+
+def test_spellings_of_one_ssn_get_one_pseudonym(masker, pseudonym_policy):
+    dashed = masker.mask("SSN 536-22-8451", pseudonym_policy).text
+    dotted = masker.mask("SSN 536.22.8451", pseudonym_policy).text
+
+    assert dashed == dotted and dashed.startswith("SSN <US_SSN_")
