@@ -187,6 +187,28 @@ def test_it_writes_in_bulk_with_per_item_results(api_client, tenant):
         assert Memory.objects.count() == 1
 
 
+def test_a_bulk_write_reads_every_note_through_the_name_tier_in_one_batch(api_client, monkeypatch):
+    from memory_service.pii import get_masker
+
+    finder = get_masker()._names["en"]
+    batches = []
+    original = finder.find
+
+    def counted(texts):
+        batches.append(list(texts))
+        return original(texts)
+
+    monkeypatch.setattr(finder, "find", counted)
+    items = [{"scope": "user", "user": "u1", "text": f"Per Priya Raman, note {i}"} for i in range(5)]
+    items.append({"scope": "user", "user": "u1", "kind": "rumour", "text": "Ask Maria Gonzalez"})
+
+    results = api_client.post("/api/v1/memories/bulk", {"items": items}, format="json").json()["results"]
+
+    assert [result["memory"]["text"] for result in results[:5]] == [f"Per <PERSON>, note {i}" for i in range(5)]
+    assert results[5]["status"] == 400
+    assert len(batches) == 1 and len(batches[0]) == 6  # every item's text, masked ahead together
+
+
 def test_it_refuses_a_bulk_over_500_items(api_client):
     items = [{"scope": "user", "user": "u1", "text": f"n{i}"} for i in range(501)]
     response = api_client.post("/api/v1/memories/bulk", {"items": items}, format="json")
