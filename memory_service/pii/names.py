@@ -175,8 +175,8 @@ _ENGINEERING_WORDS = frozenset(
      "retro", "followup", "owner", "reviewer", "status", "plan", "goal", "question", "answer", "idea", "proposal"}
 )  # fmt: skip
 
-#: Model labels that may hide a person the lexicon knows.
-_OTHER_LABELS = frozenset({"ORG", "GPE", "NORP", "PRODUCT", "WORK_OF_ART", "FAC", "LOC", "EVENT", "LAW"})
+#: Model labels other than people and places that may hide a person the lexicon knows.
+_OTHER_LABELS = frozenset({"ORG", "NORP", "PRODUCT", "WORK_OF_ART", "FAC", "EVENT", "LAW"})
 
 
 class EnglishNames:
@@ -203,9 +203,11 @@ class EnglishNames:
                 text = doc[start : entity.end].text
                 if start < entity.end and looks_like_a_name(text) and not self._common_word(text):
                     people.append((start, entity.end))
-            elif kind == LOCATION and not self._known_name(entity.text):
+            elif kind == LOCATION and self._full_name(entity.text):
+                people.append((entity.start, entity.end))  # "Eitan Shapiro" read as a place
+            elif kind == LOCATION:
                 places.append((entity.start_char, entity.end_char, LOCATION))
-            elif entity.label_ in _OTHER_LABELS | {"GPE", "LOC"} and self._known_name(entity.text):
+            elif entity.label_ in _OTHER_LABELS and self._known_name(entity.text):
                 people.append((entity.start, entity.end))
         if self.lexicon is not None:
             people = [self._extend(doc, start, end) for start, end in people]
@@ -225,6 +227,15 @@ class EnglishNames:
         first, last, _ = self.lexicon
         words = [word.rstrip(".") for word in text.split() if word.casefold() not in _PARTICLES]
         return bool(words) and (words[0] in first or words[-1] in last)
+
+    def _full_name(self, text: str) -> bool:
+        """A known given name, alone or followed by a known family name last (a place the model
+        named is a person only then: "London" and "Berlin" are surnames, not given names)."""
+        if self.lexicon is None or not looks_like_a_name(text):
+            return False
+        first, last, _ = self.lexicon
+        words = text.split()
+        return words[0] in first and (len(words) == 1 or words[-1] in last)
 
     def _extend(self, doc, start: int, end: int) -> tuple[int, int]:
         """A person span grown over the given name before it and the surname after it that the
