@@ -9,6 +9,7 @@ of raising, so that one surprise does not hide what the others did.
 """
 
 import json
+import os
 import random
 import secrets
 import subprocess
@@ -27,15 +28,16 @@ from tests.mcp.helpers import call_many
 from tests.scan import Haystack, celery_messages, database_text, leaked, redis_dump
 
 LOGS = ("web.log", "worker.log")
-#: Values differ from run to run: what an earlier run left in Redis or the database is never taken
-#: for what this run stored.
-RUN = secrets.token_hex(3)
+#: Values differ from run to run, so that what an earlier run left in Redis or the database is never
+#: taken for what this run stored; ``LEAK_SCAN_SEED`` (printed in the report header) repeats a run's.
+RUN = os.environ.get("LEAK_SCAN_SEED") or secrets.token_hex(3)
 
 
 # --- values -----------------------------------------------------------------------------------
 
 
-def _rng(seed: str) -> random.Random:
+def seeded_random(seed: str) -> random.Random:
+    """A generator of this run's values for ``seed``."""
     return random.Random(f"leaks:{RUN}:{seed}")
 
 
@@ -50,14 +52,14 @@ def luhn_complete(prefix: str) -> str:
 
 def card_number(seed: str) -> str:
     """A Luhn-valid 16-digit Visa-shaped number (no separators)."""
-    rng = _rng(seed)
+    rng = seeded_random(seed)
     return luhn_complete("4" + "".join(rng.choice("0123456789") for _ in range(14)))
 
 
 def my_number(seed: str) -> str:
     """A valid 12-digit My Number: 11 digits and the official check digit (P(n) the n-th digit from
     the right, Q(n) = n + 1 for n ≤ 6, n − 5 above; r = Σ P·Q mod 11; 0 if r ≤ 1, else 11 − r)."""
-    rng = _rng(seed)
+    rng = seeded_random(seed)
     body = str(rng.randint(1, 9)) + "".join(rng.choice("0123456789") for _ in range(10))
     total = sum(int(p) * (n + 1 if n <= 6 else n - 5) for n, p in enumerate(reversed(body), start=1))
     return body + str(0 if total % 11 <= 1 else 11 - total % 11)
@@ -65,25 +67,26 @@ def my_number(seed: str) -> str:
 
 def mobile_phone(seed: str) -> str:
     """A Japanese mobile number, ``090-NNNN-NNNN``."""
-    rng = _rng(seed)
+    rng = seeded_random(seed)
     return f"090-{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}"
 
 
 def aws_key(seed: str) -> str:
-    rng = _rng(seed)
+    rng = seeded_random(seed)
     return "AKIA" + "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") for _ in range(16))
 
 
 def github_token(seed: str) -> str:
-    rng = _rng(seed)
+    rng = seeded_random(seed)
     return "ghp_" + "".join(
         rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") for _ in range(36)
     )
 
 
 def email(seed: str, domain: str = "example.org") -> str:
-    rng = _rng(seed)
-    return f"canary.{''.join(rng.choice('bcdfghjkmnpqrstvwxz') for _ in range(6))}@{domain}"
+    """``canary.<12 random consonants>@domain``: either half of the random part is distinctive alone."""
+    rng = seeded_random(seed)
+    return f"canary.{''.join(rng.choice('bcdfghjkmnpqrstvwxz') for _ in range(12))}@{domain}"
 
 
 def canaries(seed: str) -> dict[str, str]:
@@ -122,6 +125,12 @@ def refused(field: str):
     return f"400 naming {field!r}", check
 
 
+def answered_or_refused(status: int, field: str):
+    """A response with ``status``, or a 400 naming ``field``."""
+    what, check = refused(field)
+    return f"status {status}, or {what}", lambda response: response.status_code == status or check(response)
+
+
 def tool_answered():
     return "a tool result", lambda outcome: outcome[0] is False
 
@@ -147,6 +156,9 @@ class LeakScan:
         self.unmet: dict[str, list[str]] = defaultdict(list)
         self.extra: dict[str, Haystack] = {}
         purge_queues()
+        # Left unacknowledged by a worker that an earlier test killed: redelivered only after the
+        # visibility timeout, so not waited for.
+        self.stale = {message["id"] for message in celery_messages(settings.REDIS_URL)}
         self.offsets = {name: log_file(name).stat().st_size if log_file(name).exists() else 0 for name in LOGS}
 
     # sending
@@ -168,6 +180,12 @@ class LeakScan:
             what, check = expect
             self.expect(label, check(response), f"{method} {path}: {what}, got {response.status_code}")
         return response
+
+    def use_token(self, label: str, raw: str) -> None:
+        """One request with another token, whose name its log line shows (the list it answers is
+        the database's, searched there)."""
+        with httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {raw}"}, timeout=60) as http:
+            self.rest(label, "GET", "/api/v1/memories", answered(200), http=http, keep=False)
 
     def mcp(self, calls: list[tuple[str, str, dict, tuple]], token: str | None = None) -> list:
         """Tool calls in one MCP session: (label, tool, arguments, expectation) each."""
@@ -202,11 +220,14 @@ class LeakScan:
             cursor.execute("SELECT count(*) FROM memories_memory WHERE embedding_status = 'pending'")
             return cursor.fetchone()[0]
 
+    def _queued(self) -> int:
+        return sum(1 for m in celery_messages(settings.REDIS_URL) if m["task"] and m["id"] not in self.stale)
+
     def wait_until_drained(self, timeout: float = 240, done: Callable[[], bool] = lambda: True) -> None:
         """Until every memory is embedded, no task message is left in the broker (queued or
         unacknowledged) and ``done()`` holds."""
         deadline = time.monotonic() + timeout
-        while self._pending_embeddings() or any(m["task"] for m in celery_messages(settings.REDIS_URL)) or not done():
+        while self._pending_embeddings() or self._queued() or not done():
             assert time.monotonic() < deadline, "the worker did not drain the queues"
             time.sleep(0.5)
 

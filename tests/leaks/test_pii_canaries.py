@@ -29,6 +29,7 @@ from tests.leaks.helpers import (
     RUN,
     LeakScan,
     answered,
+    answered_or_refused,
     canaries,
     refused,
     sentence,
@@ -97,16 +98,10 @@ def send_rest(scan: LeakScan) -> None:
               json={"scope": "user", "user": v["email"], "text": sentence(v)})  # fmt: skip
     for label, key in (("rest token name email", "email"), ("rest token name phone", "phone")):
         name = f"bot {canaries(label)[key]}"
-        issued = scan.rest(label, "POST", "/api/v1/tokens", ("201, or 400 naming 'name'", _stored_or_refused),
+        issued = scan.rest(label, "POST", "/api/v1/tokens", answered_or_refused(201, "name"),
                            json={"name": name, "permissions": ["memory:read"]})  # fmt: skip
-        if issued.status_code == 201:  # its requests are logged with the token's name
-            with httpx.Client(base_url=scan.base_url, headers={"Authorization": f"Bearer {issued.json()['token']}"},
-                              timeout=60) as http:  # fmt: skip
-                scan.rest(label, "GET", "/api/v1/memories", answered(200), http=http)
-
-
-def _stored_or_refused(response) -> bool:
-    return response.status_code == 201 or refused("name")[1](response)
+        if issued.status_code == 201:
+            scan.use_token(label, issued.json()["token"])
 
 
 def send_commands(scan: LeakScan, slug: str) -> None:
@@ -119,9 +114,7 @@ def send_commands(scan: LeakScan, slug: str) -> None:
         refusal = done.returncode != 0 and "name" in done.stderr
         scan.expect(label, done.returncode == 0 or refusal, f"issued, or refused naming 'name': {done.stderr[-300:]}")
         if done.returncode == 0:
-            token = json.loads(done.stdout)["token"]
-            with httpx.Client(base_url=scan.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-                scan.rest(label, "GET", "/api/v1/memories", answered(200), http=http)
+            scan.use_token(label, json.loads(done.stdout)["token"])
 
 
 def send_mcp(scan: LeakScan) -> None:
