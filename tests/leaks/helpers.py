@@ -29,7 +29,7 @@ from tests.scan import Haystack, celery_messages, database_text, leaked, redis_d
 
 LOGS = ("web.log", "worker.log")
 #: Values differ from run to run, so that what an earlier run left in Redis or the database is never
-#: taken for what this run stored; ``LEAK_SCAN_SEED`` (printed in the report header) repeats a run's.
+#: taken for what this run stored; ``LEAK_SCAN_SEED`` (printed after the run) repeats a run's.
 RUN = os.environ.get("LEAK_SCAN_SEED") or secrets.token_hex(3)
 
 
@@ -146,9 +146,10 @@ def tool_refused(argument: str):
 class LeakScan:
     """Sends values through the live service and collects where they went (see the module docstring)."""
 
-    def __init__(self, *, base_url: str, token: str, django_db_blocker):
+    def __init__(self, *, base_url: str, token: str, tenant_id, django_db_blocker):
         self.base_url = base_url
         self.token = token
+        self.tenant_id = str(tenant_id)
         self.blocker = django_db_blocker
         self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         self.responses: dict[str, list[bytes]] = defaultdict(list)
@@ -187,19 +188,19 @@ class LeakScan:
         with httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {raw}"}, timeout=60) as http:
             self.rest(label, "GET", "/api/v1/memories", answered(200), http=http, keep=False)
 
-    def mcp(self, calls: list[tuple[str, str, dict, tuple]], token: str | None = None) -> list:
+    def mcp(self, calls: list[tuple[str, str, dict, tuple]]) -> list:
         """Tool calls in one MCP session: (label, tool, arguments, expectation) each."""
-        outcomes = call_many(f"{self.base_url}/mcp/", token or self.token, [(tool, args) for _, tool, args, _ in calls])
+        outcomes = call_many(f"{self.base_url}/mcp/", self.token, [(tool, args) for _, tool, args, _ in calls])
         for (label, tool, _, (what, check)), outcome in zip(calls, outcomes, strict=True):
             self.responses[label].append(json.dumps(outcome, ensure_ascii=False).encode())
             self.expect(label, check(outcome), f"{tool}: {what}, got {str(outcome)[:300]}")
         return outcomes
 
-    def command(self, label: str, argv: list[str], *, env: dict | None = None, stdin: str | None = None):
+    def command(self, label: str, argv: list[str], *, env: dict | None = None):
         """Run a command (``manage.py``, the CLI) against the live service; its output is recorded."""
         base = child_process_env(self.blocker) | {"DJANGO_SETTINGS_MODULE": "memory_service.settings.base"}
-        done = subprocess.run([sys.executable, *argv], env=base | (env or {}), input=stdin, capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+        done = subprocess.run([sys.executable, *argv], env=base | (env or {}), capture_output=True, text=True,
+                              timeout=120, cwd=settings.BASE_DIR)  # fmt: skip
         self.outputs[label] = (done.stdout + "\n" + done.stderr).encode()
         return done
 

@@ -323,7 +323,7 @@ def scan(live_server_url, django_db_blocker):
     with django_db_blocker.unblock():
         tenant = make_tenant(f"evasions-{RUN}")
         token = make_token(tenant, name="evasion-agent", permissions=["memory:read", "memory:write", "admin"]).raw
-    scan = LeakScan(base_url=live_server_url, token=token, django_db_blocker=django_db_blocker)
+    scan = LeakScan(base_url=live_server_url, token=token, tenant_id=tenant.id, django_db_blocker=django_db_blocker)
     send_text_evasions(scan)
     send_misplaced(scan)
     send_token_names(scan, tenant.slug)
