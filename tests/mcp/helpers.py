@@ -18,14 +18,8 @@ async def mcp_client(url: str, token: str | None):
         yield client
 
 
-def call(url: str, token: str, tool: str, arguments: dict):
-    """Call one tool; returns (is_error, payload) where payload is the structured or text result."""
-
-    async def run():
-        async with mcp_client(url, token) as client:
-            return await client.call_tool(tool, arguments)
-
-    result = asyncio.run(run())
+def _outcome(result):
+    """(is_error, payload) of one tool result: the structured result, or the text (parsed if JSON)."""
     if result.structured_content is not None and not result.is_error:
         payload = result.structured_content
         return False, payload.get("result", payload) if set(payload) == {"result"} else payload
@@ -34,3 +28,23 @@ def call(url: str, token: str, tool: str, arguments: dict):
         return bool(result.is_error), json.loads(text)
     except ValueError:
         return bool(result.is_error), text
+
+
+def call(url: str, token: str, tool: str, arguments: dict):
+    """Call one tool; returns (is_error, payload) where payload is the structured or text result."""
+
+    async def run():
+        async with mcp_client(url, token) as client:
+            return await client.call_tool(tool, arguments)
+
+    return _outcome(asyncio.run(run()))
+
+
+def call_many(url: str, token: str, calls: list[tuple[str, dict]]) -> list:
+    """Call several tools, in order, in one session; a (is_error, payload) per call, as ``call``."""
+
+    async def run():
+        async with mcp_client(url, token) as client:
+            return [await client.call_tool(tool, arguments) for tool, arguments in calls]
+
+    return [_outcome(result) for result in asyncio.run(run())]
