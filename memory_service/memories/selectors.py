@@ -20,6 +20,7 @@ from tenants.access import (
     memory_visibility,
     require_unbound,
 )
+from tenants.identifiers import validate_identifier
 
 
 def memory_list(*, principal: Principal, filters: dict) -> QuerySet[Memory]:
@@ -115,7 +116,9 @@ def memory_statuses(
 
 
 def decision_list(*, principal: Principal, repository: str) -> QuerySet[Memory]:
-    """Every decision of ``repository`` the token may read, newest first (the decision index)."""
+    """Every decision of ``repository`` the token may read, newest first (the decision index).
+    A repository that is not an identifier free of personal data is refused (400)."""
+    validate_identifier(repository, field="repository")
     check_repository(principal, repository)
     return (
         Memory.objects.for_tenant(principal.tenant)

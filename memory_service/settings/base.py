@@ -149,6 +149,9 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("ADMIN_LOGIN_COOLOFF_MINUTES", def
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_DISABLE_ACCESS_LOG = True
+AXES_USERNAME_FORM_FIELD = "username"
+# Attempts are keyed by a keyed hash of the username typed, never the username (tenants/login_throttle.py).
+AXES_USERNAME_CALLABLE = "tenants.login_throttle.hashed_username"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
