@@ -66,18 +66,30 @@ _batch: ContextVar[tuple[object, MaskingPolicy, dict[str, MaskResult]] | None] =
 )
 
 
+def _strings(value) -> list[str]:
+    """Every non-empty string in ``value``: itself, the items of a list, the values of a JSON object
+    at any depth (keys are identifiers and are never masked)."""
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list):
+        return [string for item in value for string in _strings(item)]
+    if isinstance(value, dict):
+        return [string for item in value.values() for string in _strings(item)]
+    return []
+
+
 @contextmanager
-def masking_batch(*, tenant: Tenant, texts: list) -> Iterator[None]:
-    """Mask ``texts`` (the strings among them) in one batch, so the name tier reads them together
-    (spaCy's ``nlp.pipe``); ``mask_fields`` calls for the same tenant inside the block take these
-    results instead of masking again. Nothing changes in what is masked: same masker, same policy.
-    A batch that cannot be masked (a tier missing, a character that cannot be stored) is skipped:
-    each ``mask_fields`` call then raises its own error.
+def masking_batch(*, tenant: Tenant, values: list) -> Iterator[None]:
+    """Mask every string in ``values`` (e.g. the items of a bulk write) in one batch, so the name
+    tier reads them together (spaCy's ``nlp.pipe``); ``mask_fields`` calls for the same tenant inside
+    the block take these results instead of masking again. Nothing changes in what is masked: same
+    masker, same policy. A batch that cannot be masked (a tier missing, a character that cannot be
+    stored) is skipped: each ``mask_fields`` call then raises its own error.
     """
     policy = tenant_masking_policy(tenant)
-    unique = list(dict.fromkeys(text for text in texts if isinstance(text, str) and text))
+    unique = list(dict.fromkeys(_strings(values)))
     try:
-        check_storable({"texts": unique})
+        check_storable({"values": unique})
         prepared = dict(zip(unique, get_masker().mask_each(unique, policy), strict=True))
     except (PiiTierUnavailable, ValidationError):
         prepared = {}
@@ -97,35 +109,35 @@ def _prepared(tenant: Tenant, policy: MaskingPolicy) -> dict[str, MaskResult]:
 
 def mask_fields(*, tenant: Tenant, fields: dict) -> Masked:
     """Mask every free-text value in ``fields``: strings, lists of strings (tags) and the string
-    values of a flat or nested JSON object (metadata; keys are identifiers and stay).
+    values of a flat or nested JSON object (metadata; keys are identifiers and stay). Every string
+    not masked ahead by ``masking_batch`` is masked in one batch of its own.
 
     Raises PiiTierMissingError when the tenant's policy needs a tier this process lacks, and
     ValidationError naming the field for a character that cannot be stored (a NUL, a lone surrogate).
     """
     check_storable(fields)
-    masker = get_masker()
     policy = tenant_masking_policy(tenant)
-    prepared = _prepared(tenant, policy)
+    results = dict(_prepared(tenant, policy))
+    missing = [string for string in dict.fromkeys(_strings(list(fields.values()))) if string not in results]
+    try:
+        results.update(zip(missing, get_masker().mask_each(missing, policy), strict=True))
+    except PiiTierUnavailable as exc:
+        raise PiiTierMissingError() from exc
     counts: dict[str, int] = {}
 
     def mask(value):
         if isinstance(value, str):
             if not value:
                 return value
-            result = prepared.get(value) or masker.mask(value, policy)
-            _add_counts(counts, result.counts)
-            return result.text
+            _add_counts(counts, results[value].counts)
+            return results[value].text
         if isinstance(value, list):
             return [mask(item) for item in value]
         if isinstance(value, dict):
             return {key: mask(item) for key, item in value.items()}
         return value
 
-    try:
-        values = {name: mask(value) for name, value in fields.items()}
-    except PiiTierUnavailable as exc:
-        raise PiiTierMissingError() from exc
-    return Masked(values=values, counts=counts)
+    return Masked(values={name: mask(value) for name, value in fields.items()}, counts=counts)
 
 
 def masker_version() -> str:

@@ -73,6 +73,8 @@ LANGUAGES = ("en", "ja")
 
 MODES = ("label", "pseudonym")
 
+_LATIN_CAPITAL = regex.compile(r"[A-Z]")
+
 #: Scans of one text at most (see ``Masker.detect``); a second scan finds something only when
 #: PII was glued to other PII.
 MAX_PASSES = 3
@@ -311,12 +313,17 @@ class Masker:
         if not entities & set(NER_ENTITIES):
             return found
         for language, finder in self._names.items():
-            indexes = [index for index, text_language in enumerate(languages) if text_language == language]
+            # A Japanese note is read by the English finder too: "Priya Raman さんが承認" is common.
+            indexes = [
+                index
+                for index, text_language in enumerate(languages)
+                if text_language == language or (language == "en" and _LATIN_CAPITAL.search(normalized[index].text))
+            ]
             if not indexes:
                 continue
             spans = finder.find([normalized[index].text for index in indexes])
             for index, text_spans in zip(indexes, spans, strict=True):
-                found[index] = [_Span(kind, start, end, 0.85) for start, end, kind in text_spans if kind in entities]
+                found[index] += [_Span(kind, start, end, 0.85) for start, end, kind in text_spans if kind in entities]
         return found
 
     def _detect(

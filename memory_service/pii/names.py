@@ -18,9 +18,9 @@ Japanese
     Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
     no neural model (well under a millisecond a note), plus two rules for names the dictionary
     does not know: a run of kanji or kana before an honorific (``小鳥遊さん``, ``四月一日くん``),
-    and a romanised name before one (``Tanaka-san``, ``Itoさん``). Running the English recognizer on
-    the Latin-script parts of a Japanese note as well found no more names on the train half of
-    bench/datasets/pii_names.json and broke more harmless strings, so it does not run.
+    and a romanised name before one (``Tanaka-san``, ``Itoさん``). The masker also runs the English
+    finder on every Japanese note that has a Latin capital letter, whole (``Priya Raman さんが承認``):
+    run on the Latin stretches alone, cut from their sentence, it broke more harmless strings.
 
 Every finder returns spans of the text it was given; the masker passes normalised text and maps
 the spans back. Nothing here logs or raises with the text.
@@ -87,6 +87,7 @@ _NAME_WORD = regex.compile(r"(?:[\p{Lu}][\p{L}\p{M}]*(?:['’\-][\p{L}\p{M}]+)*\
 # McDonald, MacArthur, DeAngelo, DiMaggio, LaToya, O'Brien: a capital inside a name after these.
 _INNER_CAPITAL_PREFIX = regex.compile(r"^(?:Mc|Mac|De|Di|Da|Du|La|Le|Van|Von|St)\p{Lu}\p{Ll}+$")
 _INNER_CAPITAL = regex.compile(r"\p{Ll}\p{Lu}")
+_CAPITAL = regex.compile(r"\p{Lu}")
 _PARTICLES = frozenset({"van", "von", "der", "de", "da", "del", "della", "di", "du", "la", "le", "bin", "al", "el"})
 
 
@@ -188,27 +189,35 @@ class EnglishNames:
         self.lexicon = name_lexicon() if lexicon else None
 
     def find(self, texts: Sequence[str]) -> list[list[NameSpan]]:
-        """The name spans of each text, batched through ``nlp.pipe``."""
-        return [self._spans(doc) for doc in self.nlp.pipe(texts, batch_size=BATCH_SIZE)]
+        """The name spans of each text, batched through ``nlp.pipe``. A text without a capital
+        letter has no name this finder keeps, so the model never reads it (tags, short fields)."""
+        found: list[list[NameSpan]] = [[] for _ in texts]
+        indexes = [index for index, text in enumerate(texts) if _CAPITAL.search(text)]
+        docs = self.nlp.pipe([texts[index] for index in indexes], batch_size=BATCH_SIZE)
+        for index, doc in zip(indexes, docs, strict=True):
+            found[index] = self._spans(doc)
+        return found
 
     def _spans(self, doc) -> list[NameSpan]:
         people: list[tuple[int, int]] = []  # token ranges
         places: list[NameSpan] = []
         for entity in doc.ents:
             kind = NER_LABELS.get(entity.label_)
+            start = entity.start
+            while start < entity.end and doc[start].text.casefold() in _ENGINEERING_WORDS:
+                start += 1  # "Ping Priya", "Per Lukas Novak": the word that opens the note is no name
+            if start == entity.end:
+                continue
+            span = doc[start : entity.end]
             if kind == PERSON:
-                start = entity.start
-                while start < entity.end and doc[start].text.casefold() in _ENGINEERING_WORDS:
-                    start += 1  # "Ping Priya": the verb that opens the note is not part of the name
-                text = doc[start : entity.end].text
-                if start < entity.end and looks_like_a_name(text) and not self._common_word(text):
+                if looks_like_a_name(span.text) and not self._common_word(span.text):
                     people.append((start, entity.end))
-            elif kind == LOCATION and self._full_name(entity.text):
-                people.append((entity.start, entity.end))  # "Eitan Shapiro" read as a place
+            elif kind == LOCATION and self._full_name(span.text):
+                people.append((start, entity.end))  # "Eitan Shapiro" read as a place
             elif kind == LOCATION:
-                places.append((entity.start_char, entity.end_char, LOCATION))
-            elif entity.label_ in _OTHER_LABELS and self._known_name(entity.text):
-                people.append((entity.start, entity.end))
+                places.append((span.start_char, span.end_char, LOCATION))
+            elif entity.label_ in _OTHER_LABELS and self._known_name(span.text):
+                people.append((start, entity.end))
         if self.lexicon is not None:
             people = [self._extend(doc, start, end) for start, end in people]
             people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]

@@ -151,8 +151,7 @@ class MemoryBulkCreateApi(APIView):
             raise ValidationError(
                 f"At most {self.MAX_ITEMS} items per request.", fields={"items": [f"At most {self.MAX_ITEMS}."]}
             )
-        texts = [item.get("text") for item in items if isinstance(item, dict)]
-        with masking_batch(tenant=request.auth.tenant, texts=texts):
+        with masking_batch(tenant=request.auth.tenant, values=items):
             results = [self._one(request, item) for item in items]
         return Response({"results": results})
 
