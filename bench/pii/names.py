@@ -111,18 +111,35 @@ def variants():
     """Alternatives to the default name tier, built from the same parts."""
     import spacy
 
-    from memory_service.pii.names import ENGLISH_EXCLUDED, ENGLISH_MODEL, EnglishNames
+    from memory_service.pii.names import ENGLISH_EXCLUDED, ENGLISH_MODEL, EnglishNames, JapaneseNames
 
     english = EnglishNames(spacy.load(ENGLISH_MODEL, exclude=list(ENGLISH_EXCLUDED)))
     found = {
         "en model, no name filter": {"en": _Unfiltered(english.nlp)},
         "en model + name filter, no lexicon": {"en": EnglishNames(english.nlp, lexicon=False)},
-        "ja: Sudachi + honorifics + the English finder on Latin runs": {"en": english, "ja": _WithLatin(english)},
+        "ja: Sudachi + honorifics, no English finder on Japanese notes": {
+            "en": _NotOnJapanese(english),
+            "ja": JapaneseNames(),
+        },
+        "ja: + the English finder on Latin runs cut out of the note": {"en": english, "ja": _WithLatin(english)},
     }
     if spacy.util.is_package("ja_ginza"):
         ginza = spacy.load("ja_ginza", exclude=["parser", "bunsetu_recognizer", "compound_splitter"])
         found["ja: GiNZA NER"] = {"en": english, "ja": _Unfiltered(ginza)}
     return found
+
+
+class _NotOnJapanese:
+    """The English finder, given nothing of a Japanese note."""
+
+    def __init__(self, english) -> None:
+        self.english = english
+
+    def find(self, texts):
+        from memory_service.pii.normalize import detect_language
+
+        found = self.english.find([text if detect_language(text) == "en" else "" for text in texts])
+        return found
 
 
 class _WithLatin:

