@@ -212,7 +212,7 @@ class EnglishNames:
                 continue
             span = doc[start : entity.end]
             if kind == PERSON:
-                if looks_like_a_name(span.text) and not self._common_word(span.text):
+                if looks_like_a_name(span.text) and not self._common_word(span.text) and not self._tool(span.text):
                     people.append((start, entity.end))
             elif kind == LOCATION and self._full_name(span.text):
                 people.append((start, entity.end))  # "Eitan Shapiro" read as a place
@@ -231,6 +231,18 @@ class EnglishNames:
             return False
         first, _, common = self.lexicon
         return text.casefold() in _ENGINEERING_WORDS or (text.casefold() in common and text not in first)
+
+    def _tool(self, text: str) -> bool:
+        """A tool's name with another word ("Kafka Streams", "Django Channels"): a word is a known
+        software name and no other word is a given or family name."""
+        if self.lexicon is None:
+            return False
+        first, last, _ = self.lexicon
+        words = text.split()
+        terms = tech_terms()
+        return any(word.casefold() in terms for word in words) and not any(
+            word in first or word in last for word in words if word.casefold() not in terms
+        )
 
     def _known_name(self, text: str) -> bool:
         if self.lexicon is None or not looks_like_a_name(text):
@@ -268,16 +280,25 @@ class EnglishNames:
         )
 
     def _lexicon_names(self, doc) -> list[tuple[int, int]]:
-        """Capitalised runs the model left alone whose first word is a first name in the lexicon."""
+        """Capitalised runs the model left alone that start with a given name in the lexicon, or
+        with a capitalised word (not opening a sentence) before a family name in it."""
         first, last, common = self.lexicon
         spans: list[tuple[int, int]] = []
         index = 0
         while index < len(doc):
             token = doc[index]
             word = token.text
+            # A known given name, or an unknown capitalised word before a known family name
+            # ("Olusegun Adeyemi").
+            before_surname = (
+                index + 1 < len(doc)
+                and doc[index + 1].text in last
+                and self._surname_like(word, first, common)
+                and not token.is_sent_start
+            )
             if (
                 token.ent_type_ in NER_LABELS
-                or word not in first
+                or (word not in first and not before_surname)
                 or word.casefold() in _ENGINEERING_WORDS
                 or not _NAME_WORD.fullmatch(word)
             ):

@@ -40,3 +40,12 @@ def test_the_japanese_finder_joins_family_and_given_names_and_reads_honorifics()
     spans = finder.find([text])[0]
 
     assert sorted(text[start:end] for start, end, kind in spans if kind == "PERSON") == ["Ito", "佐藤 花子", "小鳥遊"]
+
+
+def test_an_unknown_given_name_before_a_known_family_name_is_a_name(masker, policy):
+    assert masker.mask("Ask Olusegun Adeyemi about the release.", policy).text == "Ask <PERSON> about the release."
+
+
+@pytest.mark.parametrize("text", ["Deploy to Kafka Streams first.", "Django Channels needs Redis."])
+def test_a_tool_name_with_another_word_is_not_a_name(masker, policy, text):
+    assert masker.mask(text, policy).text == text
