@@ -73,8 +73,6 @@ LANGUAGES = ("en", "ja")
 
 MODES = ("label", "pseudonym")
 
-_LATIN_CAPITAL = regex.compile(r"[A-Z]")
-
 #: Scans of one text at most (see ``Masker.detect``); a second scan finds something only when
 #: PII was glued to other PII.
 MAX_PASSES = 3
@@ -313,12 +311,9 @@ class Masker:
         if not entities & set(NER_ENTITIES):
             return found
         for language, finder in self._names.items():
-            # A Japanese note is read by the English finder too: "Priya Raman さんが承認" is common.
-            indexes = [
-                index
-                for index, text_language in enumerate(languages)
-                if text_language == language or (language == "en" and _LATIN_CAPITAL.search(normalized[index].text))
-            ]
+            # The English finder reads every text (it skips those without a capital letter itself):
+            # "Priya Raman さんが承認" is a Japanese note with an English name.
+            indexes = [index for index, text_language in enumerate(languages) if language in ("en", text_language)]
             if not indexes:
                 continue
             spans = finder.find([normalized[index].text for index in indexes])
