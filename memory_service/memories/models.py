@@ -107,6 +107,13 @@ class Memory(models.Model):
     embedding_status = models.CharField(max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING)
     embedding_model = models.CharField(max_length=64, blank=True, default="")
     search_vector = SearchVectorField(null=True, editable=False)
+    # The number of terms in ``search_vector`` (every position of every lexeme): the document
+    # length of BM25 (``retrieval.candidates``), computed by the database (migration 0010).
+    lexical_length = models.GeneratedField(
+        expression=Func(F("search_vector"), function="memory_document_length", output_field=models.IntegerField()),
+        output_field=models.IntegerField(),
+        db_persist=True,
+    )
     # "<scope>:<owner id>" (``owner_key()``), computed by the database. A plain column, so that a
     # comparison with it stays an index condition under row-level security (an expression over
     # the owner columns would not: text concatenation is not leakproof).
@@ -283,6 +290,29 @@ class ScopeVector(models.Model):
 
     def __str__(self) -> str:
         return f"{self.memory_id} @ {self.model} in {self.owner_key}"
+
+
+class OwnerLexicalStats(models.Model):
+    """How many memories a scope owner holds and how many terms they hold in all: the corpus size
+    and average document length that BM25 needs (``retrieval.candidates``), read in one row per
+    owner instead of counting the owner's memories at every search.
+
+    Derived data, kept by the database: statement-level triggers on ``Memory`` add what a statement
+    inserted and subtract what it deleted or changed, whoever writes (migration 0010); a row whose
+    owner has no memory left is deleted with the last one. No foreign key: the rows come and go
+    with the memories, in whatever order a deletion removes them.
+    """
+
+    pk = models.CompositePrimaryKey("tenant_id", "owner_key")
+    tenant = models.ForeignKey(Tenant, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    owner_key = models.CharField(max_length=160)
+    documents = models.BigIntegerField()
+    terms = models.BigIntegerField()
+
+    objects = TenantQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.owner_key}: {self.documents} memories, {self.terms} terms"
 
 
 class ActivityLog(models.Model):

@@ -15,17 +15,19 @@ of the scope's rows:
   half-precision one the scan computed (within 1e-3 of float32): rescoring them with the float
   vectors read 100 rows of ``MemoryEmbedding`` per search and changed no top 10 in 150 searches
   at 1M (bench/perf/analysis.md);
-- lexical: the best full-text matches of the scope owners from a GIN index with one key per
-  (tenant, owner, lexeme), through ``memory_lexical_matches`` (migrations 0006, 0007 and 0009:
-  under row-level security the match could never use an index), each checked against the scope's
-  filter like the dense ones;
+- lexical: the best full-text matches of the scope owners by Okapi BM25 (k1 1.2, b 0.75; term
+  document counts and average length over the owners' memories, migration 0010), from a GIN index
+  with one key per (tenant, owner, lexeme), through ``memory_lexical_matches`` (migrations 0006,
+  0007, 0009: under row-level security the match could never use an index), each checked against
+  the scope's filter like the dense ones;
 - recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
 
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
 the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``)
 takes the dense stage from ``MemoryEmbedding``: an exact scan of the scope when it is small
 enough, else the HNSW index with iterative scan (``_hnsw_candidates``). A filter that rejects most
-of the best full-text matches takes the lexical stage from a scan of the scope (``_lexical_scan``).
+of the best full-text matches takes the lexical stage from all of the owners' matches
+(``_lexical_scan``).
 """
 
 import time
@@ -89,7 +91,7 @@ class Candidates:
 
     facts: dict[uuid.UUID, Candidate] = field(default_factory=dict)
     dense: dict[uuid.UUID, float] = field(default_factory=dict)  # cosine similarity, floor applied
-    lexical: dict[uuid.UUID, float] = field(default_factory=dict)  # ts_rank
+    lexical: dict[uuid.UUID, float] = field(default_factory=dict)  # BM25 score
     recent: list[uuid.UUID] = field(default_factory=list)  # newest lessons and conclusions, newest first
     path: str = "exact"  # "exact", "hnsw" or "none" (no query vector)
 
@@ -304,7 +306,7 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
     found.recent.sort(key=occurred.get, reverse=True)
 
     if matched_rows >= NEAREST_READ and len(found.lexical) < CANDIDATES:  # the filter rejected most matches
-        found.lexical = _lexical_scan(where=scope.where, where_params=scope.where_params, tsquery=tsquery)
+        found.lexical = _lexical_scan(scope=scope, tsquery=tsquery)
         _add_facts(found, found.lexical)
     return found
 
@@ -366,16 +368,17 @@ def _add_facts(found: Candidates, ids) -> None:
                 found.facts[facts[0]] = _candidate(facts)
 
 
-def _lexical_scan(*, where: str, where_params: list, tsquery: str) -> dict:
-    """memory id → ts_rank of the best full-text matches among all of the scope's rows: when the
-    scope's filter rejects most of the owners' best matches (a ``kinds`` filter, say)."""
+def _lexical_scan(*, scope: SearchScope, tsquery: str) -> dict:
+    """memory id → BM25 score of the best full-text matches that pass the scope's filter, among all
+    of the owners' matches: when the filter rejects most of the best ones (a ``kinds`` filter, say)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""SELECT memories_memory.id, ts_rank(memories_memory.search_vector, to_tsquery('simple', %s), 1) AS rank
-                FROM memories_memory
-                WHERE ({where}) AND memories_memory.search_vector @@ to_tsquery('simple', %s)
-                ORDER BY rank DESC, id LIMIT %s""",
-            [tsquery, *where_params, tsquery, CANDIDATES],
+            f"""SELECT matched.id, matched.rank
+                FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), NULL) matched
+                CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
+                                    WHERE memories_memory.id = matched.id AND ({scope.where}) OFFSET 0) visible
+                ORDER BY matched.rank DESC, matched.id LIMIT %s""",
+            [scope.owner_keys, tsquery, *scope.where_params, CANDIDATES],
         )
         return {memory_id: float(rank) for memory_id, rank in cursor.fetchall()}
 

@@ -1,0 +1,183 @@
+"""The full-text stage scores Okapi BM25: checked against a reference written here in Python.
+
+The memories are written through the REST API (masking, the search document, the triggers that
+keep each owner's counts), then ``memory_lexical_matches`` is read as a search reads it, and each
+score is compared with BM25 computed from the same documents: the terms of
+``lexical.lexical_document``, IDF ``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the scope owners'
+memories only, k1 1.2, b 0.75, each distinct non-stop term of the query counted once.
+"""
+
+import math
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from memory_service.memories.models import Memory, OwnerLexicalStats
+from memory_service.retrieval.lexical import is_stop_term, lexical_document, lexical_query, lexical_terms
+from tenants.context import tenant_context
+from tests.conftest import client_for
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
+
+K1, B = 1.2, 0.75
+
+NOTES_U1 = [
+    "I went to a pottery class on Saturday and made a lopsided bowl",
+    "Really tired today, went to bed early",
+    "The pottery studio downtown has a wheel you can rent by the hour, pottery every week now",
+    "Went hiking with my brother, really steep trail, really worth it",
+    "My brother is moving to a town up north next month",
+    "Glazing the bowl took longer than throwing it",
+    "Deploys run at noon; the rollback script lives in ops/rollback.sh",
+    "接続プールの上限を20に下げたらエラーが止まった",
+    "接続エラーは再起動で直らなかった",
+    "went went went",
+]
+NOTES_U2 = [  # another owner of the same tenant: never counted for u1's searches
+    "pottery pottery pottery pottery",
+    "pottery again",
+]
+QUERIES = [
+    "pottery bowl",
+    "went really",
+    "brother moving north",
+    "rollback script for deploys",
+    "接続エラー",
+    "What did I make at the pottery class?",
+    "2025-03",
+]
+
+
+def reference_bm25(documents: dict, query: str) -> dict:
+    """id → BM25 of ``query`` for every document holding one of its terms. ``documents``: id → terms."""
+    terms = [t for t in dict.fromkeys(lexical_terms(query)) if not is_stop_term(t)] or list(
+        dict.fromkeys(lexical_terms(query))
+    )
+    count = len(documents)
+    average = sum(len(d) for d in documents.values()) / count
+    holding = Counter(t for d in documents.values() for t in set(d))
+    scores = {}
+    for memory_id, document in documents.items():
+        frequencies = Counter(document)
+        score = 0.0
+        for term in terms:
+            tf = frequencies.get(term, 0)
+            if not tf:
+                continue
+            idf = math.log(1 + (count - holding[term] + 0.5) / (holding[term] + 0.5))
+            score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(document) / average))
+        if score:
+            scores[memory_id] = score
+    return scores
+
+
+def service_scores(tenant, owner_keys: list[str], query: str) -> dict:
+    with tenant_context(tenant.id), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, rank FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), NULL)",
+            [owner_keys, lexical_query(query)],
+        )
+        return {str(memory_id): rank for memory_id, rank in cursor.fetchall()}
+
+
+def documents_of(tenant, *, user: str) -> dict:
+    """id → the terms of each stored memory of ``user``'s scope, as the write path indexed them."""
+    with tenant_context(tenant.id):
+        memories = Memory.objects.for_tenant(tenant).filter(scope="user", user=user)
+        return {
+            str(m.id): lexical_document(title=m.title, text=m.text, tags=m.tags, occurred_at=m.occurred_at).split()
+            for m in memories
+        }
+
+
+@pytest.fixture
+def corpus(tenant, api_client):
+    for user, notes in (("u1", NOTES_U1), ("u2", NOTES_U2)):
+        for index, text in enumerate(notes):
+            response = api_client.post(
+                "/api/v1/memories",
+                {"scope": "user", "user": user, "kind": "note", "text": text, "tags": ["t"] if index % 3 else [],
+                 "occurred_at": f"2025-0{1 + index % 4}-1{index % 10}T10:00:00Z"},
+                format="json",
+            )  # fmt: skip
+            assert response.status_code == 201, response.json()
+    return tenant
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_its_scores_match_reference_bm25_over_the_owners_memories(corpus, query):
+    expected = reference_bm25(documents_of(corpus, user="u1"), query)
+    found = service_scores(corpus, ["user:u1"], query)
+    assert expected, "every query matches something"
+    assert found.keys() == expected.keys()
+    for memory_id, score in expected.items():
+        assert found[memory_id] == pytest.approx(score, rel=1e-5)
+
+
+def test_rarer_terms_weigh_more_and_longer_notes_less(corpus):
+    found = service_scores(corpus, ["user:u1"], "went pottery")
+    with tenant_context(corpus.id):
+        memories = list(Memory.objects.for_tenant(corpus).filter(user="u1"))
+    by_text = {m.text: found[str(m.id)] for m in memories if str(m.id) in found}
+    # "went" is in four notes and "pottery" in two: one pottery beats one went.
+    assert (
+        by_text["I went to a pottery class on Saturday and made a lopsided bowl"]
+        > by_text["Really tired today, went to bed early"]
+    )
+    # Three "went" in a three-word note outscore one "went" in a longer one, but not threefold.
+    assert by_text["went went went"] < 3 * by_text["Really tired today, went to bed early"]
+
+
+def test_two_owners_are_one_corpus(corpus):
+    documents = documents_of(corpus, user="u1") | documents_of(corpus, user="u2")
+    expected = reference_bm25(documents, "pottery")
+    found = service_scores(corpus, ["user:u1", "user:u2"], "pottery")
+    assert found.keys() == expected.keys()
+    assert all(found[i] == pytest.approx(s, rel=1e-5) for i, s in expected.items())
+
+
+def test_another_tenants_memories_neither_match_nor_count(corpus, other_tenant, other_token):
+    other, client = other_tenant, client_for(other_token)
+    for text in [f"pottery bowl {n} pottery bowl" for n in range(3)] + [f"pottery {n}" for n in range(3)]:
+        assert client.post("/api/v1/memories", {"scope": "user", "user": "u1", "kind": "note", "text": text},
+                           format="json").status_code == 201  # fmt: skip
+    expected = reference_bm25(documents_of(corpus, user="u1"), "pottery bowl")
+    found = service_scores(corpus, ["user:u1"], "pottery bowl")
+    assert found.keys() == expected.keys()
+    assert all(found[i] == pytest.approx(s, rel=1e-5) for i, s in expected.items())
+    assert len(service_scores(other, ["user:u1"], "pottery bowl")) == 6
+
+
+def owner_stats(tenant) -> dict:
+    with tenant_context(tenant.id):
+        return {s.owner_key: (s.documents, s.terms) for s in OwnerLexicalStats.objects.for_tenant(tenant)}
+
+
+def counted(tenant) -> dict:
+    """What the stats rows must say, counted from the memories themselves."""
+    totals: dict = {}
+    for user in ("u1", "u2"):
+        documents = documents_of(tenant, user=user)
+        if documents:
+            totals[f"user:{user}"] = (len(documents), sum(len(d) for d in documents.values()))
+    return totals
+
+
+def test_the_owner_counts_follow_writes_edits_and_deletions(corpus, api_client):
+    assert owner_stats(corpus) == counted(corpus)
+    with tenant_context(corpus.id):
+        first = Memory.objects.for_tenant(corpus).filter(user="u1").order_by("created_at").first()
+        second_owner = list(Memory.objects.for_tenant(corpus).filter(user="u2"))
+    response = api_client.patch(
+        f"/api/v1/memories/{first.id}", {"text": "a much longer text about pottery and bowls and glaze"}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert owner_stats(corpus) == counted(corpus)
+    for memory in second_owner:
+        assert api_client.delete(f"/api/v1/memories/{memory.id}").status_code == 204
+    assert "user:u2" not in owner_stats(corpus)  # the last memory took the row with it
+    assert owner_stats(corpus) == counted(corpus)
+    assert reference_bm25(documents_of(corpus, user="u1"), "pottery") == pytest.approx(
+        service_scores(corpus, ["user:u1"], "pottery"), rel=1e-5
+    )
