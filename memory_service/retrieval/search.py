@@ -5,12 +5,14 @@
    active model's space is read on a side connection (``retrieval.side``) from the scope owners'
    vectors in a covering index (HNSW with iterative scan past 50k vectors), above the model's
    similarity floor; ~50 each, within the scopes searched.
-2. Fusion: a convex combination, 0.7 · min-max-normalised dense similarity + 0.3 · lexical
-   rank / best lexical rank. The lexical term counts only when at least half of the dense top 10
-   share the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights
-   and gate were chosen on bench/retrieval_quality.py (both datasets; see bench/RESULTS.md).
+2. Fusion (``Ranking``): a convex combination, 0.7 · min-max-normalised dense similarity + 0.3 ·
+   BM25 / best BM25. The lexical term counts only when at least half of the dense top 10 share
+   the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights and
+   gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
+   held-out half (bench/RESULTS.md, "Retrieval quality").
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
-4. Order: pinned high-priority first, then fused score.
+4. Order: pinned high-priority first, then fused score; a superseded memory never ranks above a
+   listed memory that replaces it (``replacements_first``).
 5. Statuses (one rule, ``memories.status``), 6. the context block within budget, its every
    line — fences, annotations, escaped titles and texts — rendered by ``retrieval.render``,
 7. the activity log and the ``retrieve`` audit event.
@@ -51,12 +53,21 @@ BUDGET_RANGE = (256, 65_536)
 
 
 @dataclass(frozen=True)
-class FusionWeights:
+class Ranking:
+    """How a search ranks its candidates. ``RANKING`` is the service's; bench/retrieval_quality.py
+    measures others (a stage alone, other weights, no gate) through this same function.
+
+    ``dense``: weight of the min-max-normalised dense similarity, 0 for no dense stage (the query
+    is not embedded); ``lexical``: weight of BM25 / best BM25, 0 for no lexical stage; ``gate``:
+    lexical scores count only when at least half of the dense top 10 share the query's script.
+    """
+
     dense: float = 0.7
     lexical: float = 0.3
+    gate: bool = True
 
 
-WEIGHTS = FusionWeights()
+RANKING = Ranking()
 
 
 @dataclass
@@ -111,19 +122,43 @@ def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
     return sum(other == script for other in top) * 2 >= len(top)
 
 
-def fuse(*, dense: dict, lexical: dict, use_lexical: bool, weights: FusionWeights = WEIGHTS) -> dict:
-    """memory id → fused score in [0, 1]: convex combination of normalised dense and lexical scores."""
+def fuse(*, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RANKING) -> dict:
+    """memory id → fused score in [0, 1]: convex combination of normalised dense and lexical scores.
+
+    Dense similarities are min-max normalised over the candidates, BM25 scores divided by the best
+    one; with no dense candidates (or no dense stage) the lexical score counts whole.
+    """
     scores: dict = {}
     if dense:
         low, high = min(dense.values()), max(dense.values())
         for memory_id, similarity in dense.items():
-            scores[memory_id] = weights.dense * ((similarity - low) / (high - low) if high > low else 1.0)
+            scores[memory_id] = ranking.dense * ((similarity - low) / (high - low) if high > low else 1.0)
     if lexical and (use_lexical or not dense):
         top = max(lexical.values()) or 1.0
-        lexical_weight = weights.lexical if dense else 1.0
-        for memory_id, rank in lexical.items():
-            scores[memory_id] = scores.get(memory_id, 0.0) + lexical_weight * rank / top
+        lexical_weight = ranking.lexical if dense else 1.0
+        for memory_id, score in lexical.items():
+            scores[memory_id] = scores.get(memory_id, 0.0) + lexical_weight * score / top
     return scores
+
+
+def replacements_first(hits: list) -> list:
+    """``hits`` reordered so that no superseded memory (fully or in part) ranks above a memory of
+    the list that replaces it: each such replacement moves up to just before it. Otherwise the
+    order is kept. ``hits``: objects with ``memory`` and ``status`` (``Hit``)."""
+    ordered = list(hits)
+    moved = True
+    while moved:
+        moved = False
+        position = {str(hit.memory.id): index for index, hit in enumerate(ordered)}
+        for index, hit in enumerate(ordered):
+            replacing = hit.status.superseded_by if hit.status else []
+            later = [position[r] for r in replacing if position.get(r, -1) > index]
+            if later:
+                replacement = ordered.pop(min(later))
+                ordered.insert(index, replacement)
+                moved = True
+                break
+    return ordered
 
 
 def is_pinned(memory) -> bool:
@@ -167,8 +202,12 @@ def memory_search(
     kinds: list[str] | None = None,
     top: int = 10,
     budget_bytes: int = 2048,
+    ranking: Ranking = RANKING,
 ) -> SearchResult:
-    """The memories that matter for ``query`` in (user, repository, session), annotated and fenced."""
+    """The memories that matter for ``query`` in (user, repository, session), annotated and fenced.
+
+    ``ranking`` is not a parameter of any interface: the service always ranks with ``RANKING``.
+    """
     started = time.perf_counter()
     where = resolve_where(principal, user=user, repository=repository, session=session)
     user, repository, session = where.user, where.repository, where.session
@@ -176,7 +215,7 @@ def memory_search(
     masked = mask_query(tenant=principal.tenant, query=query)
     # The query is embedded on a helper thread while the database finds the text candidates.
     backend = get_backend()
-    pending_vector = embed_query_in_background(backend, masked)
+    pending_vector = embed_query_in_background(backend, masked) if ranking.dense else None
 
     scoped = Memory.objects.for_tenant(principal.tenant).filter(
         scope_filter(principal=principal, user=user, repository=repository, session=session)
@@ -187,22 +226,25 @@ def memory_search(
     scope = search_scope(scoped=scoped, owner_keys=scope_owner_keys(user=user, repository=repository, session=session))
     # The dense statement runs on a side connection once the vector is there (retrieval.side)...
     pending_dense = None
-    if covering_path(backend):
+    if pending_vector is not None and covering_path(backend):
         statement = partial(dense_statement, scope=scope, tenant_id=principal.tenant_id, backend=backend)
         pending_dense = dense_rows_in_background(pending_vector, statement, tenant_id=principal.tenant_id)
     # ... while this connection runs the text statement.
-    found = text_candidates(scope=scope, tsquery=lexical_query(masked))
+    found = text_candidates(scope=scope, tsquery=lexical_query(masked) if ranking.lexical else "")
     degraded = False
     try:
-        vector = pending_vector.result()
+        vector = pending_vector.result() if pending_vector is not None else None
     except EmbeddingUnavailable:
         degraded = True
     else:
-        rows = pending_dense.result() if pending_dense is not None else None
-        add_dense_candidates(found, scope=scope, principal=principal, vector=vector, backend=backend, rows=rows)
+        if vector is not None:
+            rows = pending_dense.result() if pending_dense is not None else None
+            add_dense_candidates(found, scope=scope, principal=principal, vector=vector, backend=backend, rows=rows)
     dense, lexical, facts = found.dense, found.lexical, found.facts
-    use_lexical = lexical_gate_open(dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked)
-    scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical)
+    use_lexical = not ranking.gate or lexical_gate_open(
+        dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked
+    )
+    scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical, ranking=ranking)
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)
@@ -222,6 +264,8 @@ def memory_search(
     statuses = memory_statuses(principal=principal, memories=[h.memory for h in hits], links=links)
     for hit in hits:
         hit.status = statuses[hit.memory.id]
+    ranked_hits = [h for h in hits if "RECENT" not in h.markers]
+    hits = replacements_first(ranked_hits) + hits[len(ranked_hits) :]
 
     context, _included = render_context([_context_item(h) for h in hits], budget_bytes)
     latency_ms = (time.perf_counter() - started) * 1000

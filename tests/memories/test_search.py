@@ -466,3 +466,19 @@ def test_query_lexemes_are_read_back_with_quotes_and_backslashes():
     with connection.cursor() as cursor:
         cursor.execute("SELECT memory_query_lexemes(%s::tsquery)", ["'it''s' | 'back\\\\slash' | 'plain'"])
         assert cursor.fetchone()[0] == ["it's", "back\\slash", "plain"]
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_it_never_ranks_a_superseded_decision_above_its_replacement(write, api_client, partial):
+    old = write(text="payments pgbouncer pool size is 20 for payments pgbouncer", kind="decision",
+                scope="repository", repository="r1").json()  # fmt: skip
+    newer = write(text="Raise the payments pool to 40", kind="decision", scope="repository", repository="r1",
+                  supersedes=[{"id": old["id"], "partial": partial}]).json()  # fmt: skip
+    newest = write(text="Now 60, with a payments pgbouncer note", kind="decision", scope="repository",
+                   repository="r1", supersedes=[{"id": newer["id"]}]).json()  # fmt: skip
+    write(text="Unrelated payments note", scope="repository", repository="r1")
+    items = search(api_client, query="payments pgbouncer pool size")["items"]
+    order = [i["id"] for i in items]
+    # The old decision matches best; each replacement still comes before what it replaces.
+    assert order.index(newest["id"]) < order.index(newer["id"]) < order.index(old["id"])
+    assert items[order.index(old["id"])]["status"] == ("partially_superseded" if partial else "superseded")

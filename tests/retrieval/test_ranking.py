@@ -1,0 +1,41 @@
+"""The ordering rules of ``retrieval.search`` on plain objects (the searches are in tests/memories)."""
+
+import uuid
+from types import SimpleNamespace
+
+from memory_service.memories.status import DerivedStatus, Replacement
+from memory_service.retrieval.search import Ranking, fuse, replacements_first
+
+
+def hit(name: str, replaced_by: tuple = (), partial: bool = False):
+    status = DerivedStatus("superseded", [Replacement(id=r, title=None, partial=partial) for r in replaced_by])
+    return SimpleNamespace(memory=SimpleNamespace(id=name), status=status if replaced_by else None)
+
+
+def names(hits) -> list[str]:
+    return [h.memory.id for h in hits]
+
+
+def test_a_replacement_moves_up_to_just_before_what_it_replaces():
+    hits = [hit("x"), hit("old", ("new",)), hit("y"), hit("new"), hit("z")]
+    assert names(replacements_first(hits)) == ["x", "new", "old", "y", "z"]
+
+
+def test_a_chain_ends_newest_first_and_an_absent_replacement_moves_nothing():
+    hits = [hit("a", ("b",)), hit("c", ("gone",)), hit("b", ("d",)), hit("d")]
+    assert names(replacements_first(hits)) == ["d", "b", "a", "c"]
+
+
+def test_a_replacement_already_above_stays_where_it_is():
+    hits = [hit("new"), hit("x"), hit("old", ("new",), partial=True)]
+    assert names(replacements_first(hits)) == ["new", "x", "old"]
+
+
+def test_fusion_normalises_each_stage_and_a_stage_alone_counts_whole():
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    dense = {a: 0.9, b: 0.5}
+    lexical = {b: 8.0, c: 2.0}
+    fused = fuse(dense=dense, lexical=lexical, use_lexical=True, ranking=Ranking(dense=0.6, lexical=0.4))
+    assert fused[a] == 0.6 and fused[b] == 0.4 and abs(fused[c] - 0.1) < 1e-12
+    assert fuse(dense={}, lexical=lexical, use_lexical=False) == {b: 1.0, c: 0.25}
+    assert fuse(dense=dense, lexical=lexical, use_lexical=False) == {a: 0.7, b: 0.0}
