@@ -6,7 +6,7 @@ from memory_service.retrieval.lexical import is_stop_term, lexical_document, lex
 
 
 def test_it_splits_japanese_into_bigrams_and_lowercases_words():
-    assert lexical_terms("接続エラー in Redis") == ["接続", "続エ", "エラ", "ラー", "in", "redis"]
+    assert lexical_terms("接続エラー in Redis", stemmed=False) == ["接続", "続エ", "エラ", "ラー", "in", "redis"]
 
 
 def test_it_indexes_the_memorys_date():
@@ -27,3 +27,17 @@ def test_a_query_of_stop_terms_only_keeps_them():
 
 def test_no_query_character_becomes_tsquery_syntax():
     assert lexical_query("o'neil & b | !c:*") == "'o' | 'neil' | 'b' | 'c'"
+
+
+def test_words_are_indexed_and_queried_by_their_english_stems():
+    assert lexical_terms("Classes about driving, 42 pottery classes") == [
+        "class",
+        "about",
+        "drive",
+        "42",
+        "potteri",
+        "class",
+    ]
+    assert lexical_terms("Driving", stemmed=False) == ["driving"]
+    # Stop words are left out before stemming ("does" would stem to "doe").
+    assert lexical_query("Does she still take driving classes?") == "'still' | 'take' | 'drive' | 'class'"

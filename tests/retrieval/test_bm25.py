@@ -2,9 +2,9 @@
 
 The memories are written through the REST API (masking, the search document, the triggers that
 keep each owner's counts), then ``memory_lexical_matches`` is read as a search reads it, and each
-score is compared with BM25 computed from the same documents: the terms of
-``lexical.lexical_document``, IDF ``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the scope owners'
-memories only, k1 1.2, b 0.75, each distinct non-stop term of the query counted once.
+score is compared with BM25 computed from the same documents: the terms (stems) of
+``lexical.lexical_document``, the query's ``lexical.query_terms``, IDF
+``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the scope owners' memories only, k1 1.2, b 0.75.
 """
 
 import math
@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from memory_service.memories.models import Memory, OwnerLexicalStats
-from memory_service.retrieval.lexical import is_stop_term, lexical_document, lexical_query, lexical_terms
+from memory_service.retrieval.lexical import lexical_document, lexical_query, query_terms
 from tenants.context import tenant_context
 from tests.conftest import client_for
 
@@ -51,9 +51,7 @@ QUERIES = [
 
 def reference_bm25(documents: dict, query: str) -> dict:
     """id → BM25 of ``query`` for every document holding one of its terms. ``documents``: id → terms."""
-    terms = [t for t in dict.fromkeys(lexical_terms(query)) if not is_stop_term(t)] or list(
-        dict.fromkeys(lexical_terms(query))
-    )
+    terms = query_terms(query)
     count = len(documents)
     average = sum(len(d) for d in documents.values()) / count
     holding = Counter(t for d in documents.values() for t in set(d))
