@@ -93,12 +93,26 @@ _CAPITAL = regex.compile(r"\p{Lu}")
 _PARTICLES = frozenset({"van", "von", "der", "de", "da", "del", "della", "di", "du", "la", "le", "bin", "al", "el"})
 
 
+#: Days, months and holidays that name lists and the model take for people ("On Tuesday I…",
+#: "Sunday less so"): alone, they are dates. April, May, June and August are given names as often.
+_CALENDAR_WORDS = frozenset(
+    {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march",
+     "july", "september", "october", "november", "december", "christmas", "easter", "halloween", "thanksgiving"}
+)  # fmt: skip
+
+
+def _calendar_word(word: str) -> bool:
+    word = word.casefold()
+    return word in _CALENDAR_WORDS or (word.endswith("s") and word[:-1] in _CALENDAR_WORDS)
+
+
 def looks_like_a_name(text: str) -> bool:
-    """Whether an English entity span reads as a person's name rather than code or a tool.
+    """Whether an English entity span reads as a person's name rather than code, a tool or a date.
 
     Every word is a capitalised run of letters (apostrophes and hyphens inside: ``O'Brien``,
     ``Jean-Luc``) or a name particle (``van``, ``de``); no CamelCase inside a word except the
-    usual prefixes (``McDonald``); not all capitals; and not every word a known software name.
+    usual prefixes (``McDonald``); not all capitals; not every word a known software name; not
+    only days, months or holidays (``_CALENDAR_WORDS``; "Sunday Adeyemi" stays a name).
     """
     words = text.split()
     if not words or len(words) > 5:
@@ -115,6 +129,8 @@ def looks_like_a_name(text: str) -> bool:
             return False
         capitalised += 1
     if capitalised == 0:
+        return False
+    if all(_calendar_word(word) for word in words if word.casefold() not in _PARTICLES):
         return False
     terms = tech_terms()
     return not all(word.casefold().rstrip(".") in terms for word in words if word.casefold() not in _PARTICLES)

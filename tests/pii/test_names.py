@@ -28,7 +28,9 @@ def test_names_look_like_names(text):
     assert looks_like_a_name(text)
 
 
-@pytest.mark.parametrize("text", ["OrderService", "AWS", "pg_repack", "v2 Beta", "Jenkins", "Kafka Redis", "bob"])
+@pytest.mark.parametrize(
+    "text", ["OrderService", "AWS", "pg_repack", "v2 Beta", "Jenkins", "Kafka Redis", "bob", "Tuesday", "Christmas"]
+)
 def test_code_and_tool_names_do_not(text):
     assert not looks_like_a_name(text)
 
@@ -49,3 +51,15 @@ def test_an_unknown_given_name_before_a_known_family_name_is_a_name(masker, poli
 @pytest.mark.parametrize("text", ["Deploy to Kafka Streams first.", "Django Channels needs Redis."])
 def test_a_tool_name_with_another_word_is_not_a_name(masker, policy, text):
     assert masker.mask(text, policy).text == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Okay my turn. On Tuesday I put down a deposit.", "Saturday was great, Sunday less so.", "Back by Christmas."],
+)
+def test_days_and_holidays_are_dates_not_people(masker, policy, text):
+    assert masker.mask(text, policy).text == text
+
+
+def test_a_day_with_a_family_name_is_still_a_person(masker, policy):
+    assert masker.mask("Ask Sunday Adeyemi first.", policy).text == "Ask <PERSON> first."
