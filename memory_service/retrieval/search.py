@@ -59,12 +59,15 @@ class Ranking:
 
     ``dense``: weight of the min-max-normalised dense similarity, 0 for no dense stage (the query
     is not embedded); ``lexical``: weight of BM25 / best BM25, 0 for no lexical stage; ``gate``:
-    lexical scores count only when at least half of the dense top 10 share the query's script.
+    lexical scores count only when at least half of the dense top 10 share the query's script;
+    ``dense_per_script``: dense similarities are min-max normalised within each script (CJK,
+    Latin) instead of over all candidates, against an embedder's same-language bias.
     """
 
     dense: float = 0.7
     lexical: float = 0.3
     gate: bool = True
+    dense_per_script: bool = False
 
 
 RANKING = Ranking()
@@ -122,17 +125,28 @@ def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
     return sum(other == script for other in top) * 2 >= len(top)
 
 
-def fuse(*, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RANKING) -> dict:
+def _min_max(values: dict) -> dict:
+    low, high = min(values.values()), max(values.values())
+    return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in values.items()}
+
+
+def fuse(*, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RANKING, scripts=None) -> dict:
     """memory id → fused score in [0, 1]: convex combination of normalised dense and lexical scores.
 
-    Dense similarities are min-max normalised over the candidates, BM25 scores divided by the best
-    one; with no dense candidates (or no dense stage) the lexical score counts whole.
+    Dense similarities are min-max normalised over the candidates (per script of ``scripts``, memory
+    id → "cjk" or "latin", with ``ranking.dense_per_script``), BM25 scores divided by the best one;
+    with no dense candidates (or no dense stage) the lexical score counts whole.
     """
     scores: dict = {}
     if dense:
-        low, high = min(dense.values()), max(dense.values())
-        for memory_id, similarity in dense.items():
-            scores[memory_id] = ranking.dense * ((similarity - low) / (high - low) if high > low else 1.0)
+        if ranking.dense_per_script and scripts:
+            groups: dict = {}
+            for memory_id, similarity in dense.items():
+                groups.setdefault(scripts.get(memory_id), {})[memory_id] = similarity
+            normalised = {key: value for group in groups.values() for key, value in _min_max(group).items()}
+        else:
+            normalised = _min_max(dense)
+        scores = {memory_id: ranking.dense * value for memory_id, value in normalised.items()}
     if lexical and (use_lexical or not dense):
         top = max(lexical.values()) or 1.0
         lexical_weight = ranking.lexical if dense else 1.0
@@ -241,10 +255,9 @@ def memory_search(
             rows = pending_dense.result() if pending_dense is not None else None
             add_dense_candidates(found, scope=scope, principal=principal, vector=vector, backend=backend, rows=rows)
     dense, lexical, facts = found.dense, found.lexical, found.facts
-    use_lexical = not ranking.gate or lexical_gate_open(
-        dense=dense, scripts={i: f.script for i, f in facts.items()}, query=masked
-    )
-    scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical, ranking=ranking)
+    scripts = {i: f.script for i, f in facts.items()}
+    use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)
+    scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts)
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)

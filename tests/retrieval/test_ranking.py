@@ -39,3 +39,13 @@ def test_fusion_normalises_each_stage_and_a_stage_alone_counts_whole():
     assert fused[a] == 0.6 and fused[b] == 0.4 and abs(fused[c] - 0.1) < 1e-12
     assert fuse(dense={}, lexical=lexical, use_lexical=False) == {b: 1.0, c: 0.25}
     assert fuse(dense=dense, lexical=lexical, use_lexical=False) == {a: 0.7, b: 0.0}
+
+
+def test_per_script_normalisation_puts_each_languages_best_on_top():
+    en, ja, en2 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    dense = {en: 0.90, en2: 0.80, ja: 0.86}
+    scripts = {en: "latin", en2: "latin", ja: "cjk"}
+    ranking = Ranking(dense=1.0, lexical=0.0, dense_per_script=True)
+    assert fuse(dense=dense, lexical={}, use_lexical=False, ranking=ranking, scripts=scripts) == {
+        en: 1.0, en2: 0.0, ja: 1.0
+    }  # fmt: skip
