@@ -92,6 +92,9 @@ class Candidates:
     facts: dict[uuid.UUID, Candidate] = field(default_factory=dict)
     dense: dict[uuid.UUID, float] = field(default_factory=dict)  # cosine similarity, floor applied
     lexical: dict[uuid.UUID, float] = field(default_factory=dict)  # BM25 score
+    # The BM25 score of an average-length memory holding each query term found once (the sum of
+    # their IDFs): the same for every candidate of a search, 0 with no lexical candidate.
+    lexical_ideal: float = 0.0
     recent: list[uuid.UUID] = field(default_factory=list)  # newest lessons and conclusions, newest first
     path: str = "exact"  # "exact", "hnsw" or "none" (no query vector)
 
@@ -146,8 +149,9 @@ def search_scope(*, scoped: QuerySet, owner_keys: list[str]) -> SearchScope:
 def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]) -> tuple[str, list]:
     """The lexical and recent stages in one statement. A stage not asked for returns no rows.
 
-    Its rows: the number of full-text matches read, then one row per candidate (its rank or
-    null, whether it is recent, ``_FACT_COLUMNS``), or one row of nulls.
+    Its rows: the number of full-text matches read, then one row per candidate (its BM25 score
+    and the query's ideal score, or nulls; whether it is recent; ``_FACT_COLUMNS``), or one row of
+    nulls.
     """
     where, where_params, owner_keys = scope.where, scope.where_params, scope.owner_keys
     params: list = []
@@ -155,16 +159,16 @@ def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]
         # The best matches of the owners (memory_lexical_matches: the owner-lexeme GIN index,
         # current tenant only), each then checked against the scope's filter by its primary key
         # (OFFSET 0 keeps the planner from reading the whole scope for a hash join instead).
-        matched_sql = "SELECT id, rank FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), %s)"
-        lexical_sql = f"""SELECT matched.id, matched.rank
+        matched_sql = "SELECT id, rank, ideal FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), %s)"
+        lexical_sql = f"""SELECT matched.id, matched.rank, matched.ideal
             FROM matched
             CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
                                 WHERE memories_memory.id = matched.id AND ({where}) OFFSET 0) visible
             ORDER BY matched.rank DESC, matched.id LIMIT %s"""
         params += [owner_keys, tsquery, NEAREST_READ, *where_params, CANDIDATES]
     else:
-        matched_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
-        lexical_sql = "SELECT NULL::uuid AS id, NULL::real AS rank WHERE false"
+        matched_sql = "SELECT NULL::uuid AS id, NULL::real AS rank, NULL::real AS ideal WHERE false"
+        lexical_sql = "SELECT NULL::uuid AS id, NULL::real AS rank, NULL::real AS ideal WHERE false"
 
     if recent_kinds:
         # Per owner and kind, the newest rows from the index, until RECENT_COUNT pass the filter.
@@ -186,7 +190,7 @@ def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]
         lexical AS MATERIALIZED ({lexical_sql}),
         recent AS MATERIALIZED ({recent_sql}),
         found AS (SELECT id FROM lexical UNION SELECT id FROM recent)
-        SELECT (SELECT count(*) FROM matched), l.rank, r.id IS NOT NULL, {_FACT_COLUMNS}
+        SELECT (SELECT count(*) FROM matched), l.rank, l.ideal, r.id IS NOT NULL, {_FACT_COLUMNS}
         FROM (SELECT 1) one
         LEFT JOIN (found JOIN memories_memory m ON m.id = found.id) ON true
         LEFT JOIN lexical l ON l.id = m.id
@@ -293,20 +297,21 @@ def text_candidates(*, scope: SearchScope, tsquery: str, recent_kinds=RECENT_KIN
         result = cursor.fetchall()
     matched_rows = result[0][0]  # there is always a row
     occurred = {}
-    for _matched, rank, is_recent, *facts in result:
+    for _matched, rank, ideal, is_recent, *facts in result:
         memory_id = facts[0]
         if memory_id is None:
             continue
         found.facts[memory_id] = _candidate(facts)
         if rank is not None:
             found.lexical[memory_id] = float(rank)
+            found.lexical_ideal = float(ideal)
         if is_recent:
             found.recent.append(memory_id)
             occurred[memory_id] = (facts[5], facts[4])
     found.recent.sort(key=occurred.get, reverse=True)
 
     if matched_rows >= NEAREST_READ and len(found.lexical) < CANDIDATES:  # the filter rejected most matches
-        found.lexical = _lexical_scan(scope=scope, tsquery=tsquery)
+        found.lexical, found.lexical_ideal = _lexical_scan(scope=scope, tsquery=tsquery)
         _add_facts(found, found.lexical)
     return found
 
@@ -368,19 +373,21 @@ def _add_facts(found: Candidates, ids) -> None:
                 found.facts[facts[0]] = _candidate(facts)
 
 
-def _lexical_scan(*, scope: SearchScope, tsquery: str) -> dict:
+def _lexical_scan(*, scope: SearchScope, tsquery: str) -> tuple[dict, float]:
     """memory id → BM25 score of the best full-text matches that pass the scope's filter, among all
-    of the owners' matches: when the filter rejects most of the best ones (a ``kinds`` filter, say)."""
+    of the owners' matches, when the filter rejects most of the best ones (a ``kinds`` filter, say);
+    and the query's ideal score."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""SELECT matched.id, matched.rank
+            f"""SELECT matched.id, matched.rank, matched.ideal
                 FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), NULL) matched
                 CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
                                     WHERE memories_memory.id = matched.id AND ({scope.where}) OFFSET 0) visible
                 ORDER BY matched.rank DESC, matched.id LIMIT %s""",
             [scope.owner_keys, tsquery, *scope.where_params, CANDIDATES],
         )
-        return {memory_id: float(rank) for memory_id, rank in cursor.fetchall()}
+        rows = cursor.fetchall()
+    return {memory_id: float(rank) for memory_id, rank, _ideal in rows}, float(rows[0][2]) if rows else 0.0
 
 
 def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:

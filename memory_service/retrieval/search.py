@@ -61,13 +61,16 @@ class Ranking:
     is not embedded); ``lexical``: weight of BM25 / best BM25, 0 for no lexical stage; ``gate``:
     lexical scores count only when at least half of the dense top 10 share the query's script;
     ``dense_per_script``: dense similarities are min-max normalised within each script (CJK,
-    Latin) instead of over all candidates, against an embedder's same-language bias.
+    Latin) instead of over all candidates, against an embedder's same-language bias;
+    ``lexical_norm``: BM25 scores divided by the best one ("max") or by the query's ideal score,
+    capped at 1 ("ideal": a memory holding only the query's commonest word stays low).
     """
 
     dense: float = 0.7
     lexical: float = 0.3
     gate: bool = True
     dense_per_script: bool = False
+    lexical_norm: str = "max"
 
 
 RANKING = Ranking()
@@ -130,12 +133,15 @@ def _min_max(values: dict) -> dict:
     return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in values.items()}
 
 
-def fuse(*, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RANKING, scripts=None) -> dict:
+def fuse(
+    *, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RANKING, scripts=None, ideal: float = 0.0
+) -> dict:
     """memory id → fused score in [0, 1]: convex combination of normalised dense and lexical scores.
 
     Dense similarities are min-max normalised over the candidates (per script of ``scripts``, memory
-    id → "cjk" or "latin", with ``ranking.dense_per_script``), BM25 scores divided by the best one;
-    with no dense candidates (or no dense stage) the lexical score counts whole.
+    id → "cjk" or "latin", with ``ranking.dense_per_script``); BM25 scores are divided by the best
+    one, or by ``ideal`` (the query's ideal score) with ``ranking.lexical_norm == "ideal"``. With no
+    dense candidates (or no dense stage) the lexical score counts whole.
     """
     scores: dict = {}
     if dense:
@@ -148,10 +154,11 @@ def fuse(*, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RA
             normalised = _min_max(dense)
         scores = {memory_id: ranking.dense * value for memory_id, value in normalised.items()}
     if lexical and (use_lexical or not dense):
-        top = max(lexical.values()) or 1.0
+        by_ideal = ranking.lexical_norm == "ideal" and ideal > 0
+        top = ideal if by_ideal else (max(lexical.values()) or 1.0)
         lexical_weight = ranking.lexical if dense else 1.0
         for memory_id, score in lexical.items():
-            scores[memory_id] = scores.get(memory_id, 0.0) + lexical_weight * score / top
+            scores[memory_id] = scores.get(memory_id, 0.0) + lexical_weight * min(score / top, 1.0)
     return scores
 
 
@@ -257,7 +264,10 @@ def memory_search(
     dense, lexical, facts = found.dense, found.lexical, found.facts
     scripts = {i: f.script for i, f in facts.items()}
     use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)
-    scores = fuse(dense=dense, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts)
+    scores = fuse(
+        dense=dense, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
+        ideal=found.lexical_ideal,
+    )  # fmt: skip
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)

@@ -70,13 +70,24 @@ def reference_bm25(documents: dict, query: str) -> dict:
     return scores
 
 
-def service_scores(tenant, owner_keys: list[str], query: str) -> dict:
+def service_rows(tenant, owner_keys: list[str], query: str) -> list[tuple]:
     with tenant_context(tenant.id), connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, rank FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), NULL)",
+            "SELECT id, rank, ideal FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), NULL)",
             [owner_keys, lexical_query(query)],
         )
-        return {str(memory_id): rank for memory_id, rank in cursor.fetchall()}
+        return cursor.fetchall()
+
+
+def service_scores(tenant, owner_keys: list[str], query: str) -> dict:
+    return {str(memory_id): rank for memory_id, rank, _ideal in service_rows(tenant, owner_keys, query)}
+
+
+def reference_ideal(documents: dict, query: str) -> float:
+    """The sum of the IDFs of the query's terms that occur in the documents."""
+    count = len(documents)
+    holding = Counter(t for d in documents.values() for t in set(d))
+    return sum(math.log(1 + (count - holding[t] + 0.5) / (holding[t] + 0.5)) for t in query_terms(query) if holding[t])
 
 
 def documents_of(tenant, *, user: str) -> dict:
@@ -105,12 +116,15 @@ def corpus(tenant, api_client):
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_its_scores_match_reference_bm25_over_the_owners_memories(corpus, query):
-    expected = reference_bm25(documents_of(corpus, user="u1"), query)
+    documents = documents_of(corpus, user="u1")
+    expected = reference_bm25(documents, query)
     found = service_scores(corpus, ["user:u1"], query)
     assert expected, "every query matches something"
     assert found.keys() == expected.keys()
     for memory_id, score in expected.items():
         assert found[memory_id] == pytest.approx(score, rel=1e-5)
+    ideals = {ideal for _id, _rank, ideal in service_rows(corpus, ["user:u1"], query)}
+    assert len(ideals) == 1 and ideals.pop() == pytest.approx(reference_ideal(documents, query), rel=1e-5)
 
 
 def test_rarer_terms_weigh_more_and_longer_notes_less(corpus):

@@ -49,3 +49,11 @@ def test_per_script_normalisation_puts_each_languages_best_on_top():
     assert fuse(dense=dense, lexical={}, use_lexical=False, ranking=ranking, scripts=scripts) == {
         en: 1.0, en2: 0.0, ja: 1.0
     }  # fmt: skip
+
+
+def test_by_the_ideal_score_a_weak_best_match_stays_weak():
+    strong, weak = uuid.uuid4(), uuid.uuid4()
+    ranking = Ranking(dense=0.5, lexical=0.5, lexical_norm="ideal")
+    assert fuse(dense={}, lexical={weak: 1.5}, use_lexical=True, ranking=ranking, ideal=6.0) == {weak: 0.25}
+    fused = fuse(dense={strong: 0.4}, lexical={strong: 9.0, weak: 3.0}, use_lexical=True, ranking=ranking, ideal=6.0)
+    assert fused == {strong: 1.0, weak: 0.25}  # capped at 1

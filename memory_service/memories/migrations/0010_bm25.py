@@ -14,6 +14,9 @@ memories, with the constants of ``BM25_K1`` and ``BM25_B``:
   so it counts them exactly, per term, in the same pass.
 - ``N`` and ``avgdl``: from ``OwnerLexicalStats``, one row per owner kept by statement-level
   triggers on the memory table (whoever writes: the service, bulk loads, deletions, tenant erasure).
+- ``ideal`` (the same on every row): the sum of the IDFs of the query terms that occur in the
+  owners' memories, the score of a memory of average length holding each of them once: what a
+  search divides the scores by, so that a weak match stays weak (``retrieval.search.fuse``).
 
 The terms of each matching memory are picked out of its tsvector by marking the query's lexemes
 with weight A (``setweight`` with a lexeme list) and keeping only those (``ts_filter``): two passes
@@ -95,7 +98,7 @@ SELECT tenant_id, owner_key, count(*), coalesce(sum(lexical_length), 0) FROM mem
 
 LEXICAL_MATCHES = f"""
 CREATE FUNCTION memory_lexical_matches(owner_keys text[], query tsquery, max_rows integer)
-RETURNS TABLE (id uuid, rank real)
+RETURNS TABLE (id uuid, rank real, ideal real)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public
 -- The planner cannot estimate an overlap of computed keys and would plan parallel workers for a
@@ -130,11 +133,12 @@ BEGIN
          terms AS MATERIALIZED (
              SELECT hits.id, hits.lexical_length, t.lexeme, coalesce(cardinality(t.positions), 1) AS tf
              FROM hits CROSS JOIN LATERAL unnest(hits.found) AS t),
-         frequency AS (SELECT lexeme, count(*) AS documents FROM terms GROUP BY lexeme)
+         frequency AS MATERIALIZED (
+             SELECT lexeme, ln(1 + ($7 - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM terms GROUP BY lexeme)
          SELECT terms.id,
-                sum(ln(1 + ($7 - frequency.documents + 0.5) / (frequency.documents + 0.5))
-                    * terms.tf * ({BM25_K1} + 1)
-                    / (terms.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * terms.lexical_length / $8)))::real AS rank
+                sum(frequency.idf * terms.tf * ({BM25_K1} + 1)
+                    / (terms.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * terms.lexical_length / $8)))::real AS rank,
+                (SELECT sum(idf) FROM frequency)::real AS ideal
          FROM terms JOIN frequency USING (lexeme)
          GROUP BY terms.id
          ORDER BY rank DESC, terms.id LIMIT $3'
