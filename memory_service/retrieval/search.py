@@ -5,7 +5,7 @@
    active model's space is read on a side connection (``retrieval.side``) from the scope owners'
    vectors in a covering index (HNSW with iterative scan past 50k vectors), above the model's
    similarity floor; ~50 each, within the scopes searched.
-2. Fusion (``Ranking``): a convex combination, 0.7 · min-max-normalised dense similarity + 0.3 ·
+2. Fusion (``Ranking``): a convex combination, 0.6 · min-max-normalised dense similarity + 0.4 ·
    BM25 / best BM25. The lexical term counts only when at least half of the dense top 10 share
    the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights and
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
@@ -66,8 +66,8 @@ class Ranking:
     capped at 1 ("ideal": a memory holding only the query's commonest word stays low).
     """
 
-    dense: float = 0.7
-    lexical: float = 0.3
+    dense: float = 0.6
+    lexical: float = 0.4
     gate: bool = True
     dense_per_script: bool = False
     lexical_norm: str = "max"

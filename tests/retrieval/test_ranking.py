@@ -38,7 +38,7 @@ def test_fusion_normalises_each_stage_and_a_stage_alone_counts_whole():
     fused = fuse(dense=dense, lexical=lexical, use_lexical=True, ranking=Ranking(dense=0.6, lexical=0.4))
     assert fused[a] == 0.6 and fused[b] == 0.4 and abs(fused[c] - 0.1) < 1e-12
     assert fuse(dense={}, lexical=lexical, use_lexical=False) == {b: 1.0, c: 0.25}
-    assert fuse(dense=dense, lexical=lexical, use_lexical=False) == {a: 0.7, b: 0.0}
+    assert fuse(dense=dense, lexical=lexical, use_lexical=False, ranking=Ranking(dense=0.7)) == {a: 0.7, b: 0.0}
 
 
 def test_per_script_normalisation_puts_each_languages_best_on_top():
