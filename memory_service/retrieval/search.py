@@ -165,21 +165,27 @@ def fuse(
 def replacements_first(hits: list) -> list:
     """``hits`` reordered so that no superseded memory (fully or in part) ranks above a memory of
     the list that replaces it: each such replacement moves up to just before it. Otherwise the
-    order is kept. ``hits``: objects with ``memory`` and ``status`` (``Hit``)."""
+    order is kept. Memories that supersede each other (a cycle) end in some order: the moves
+    stop after len(hits)² of them. ``hits``: objects with ``memory`` and ``status`` (``Hit``)."""
     ordered = list(hits)
-    moved = True
-    while moved:
-        moved = False
-        position = {str(hit.memory.id): index for index, hit in enumerate(ordered)}
-        for index, hit in enumerate(ordered):
-            replacing = hit.status.superseded_by if hit.status else []
-            later = [position[r] for r in replacing if position.get(r, -1) > index]
-            if later:
-                replacement = ordered.pop(min(later))
-                ordered.insert(index, replacement)
-                moved = True
-                break
+    for _move in range(len(ordered) ** 2):
+        misplaced = _first_replacement_below(ordered)
+        if misplaced is None:
+            break
+        index, replacement = misplaced
+        ordered.insert(index, ordered.pop(replacement))
     return ordered
+
+
+def _first_replacement_below(hits: list) -> tuple[int, int] | None:
+    """(position of the first superseded hit with a replacement below it, position of its highest
+    such replacement), or None."""
+    position = {str(hit.memory.id): index for index, hit in enumerate(hits)}
+    for index, hit in enumerate(hits):
+        below = [position[r] for r in (hit.status.superseded_by if hit.status else []) if position.get(r, -1) > index]
+        if below:
+            return index, min(below)
+    return None
 
 
 def is_pinned(memory) -> bool:

@@ -57,3 +57,8 @@ def test_by_the_ideal_score_a_weak_best_match_stays_weak():
     assert fuse(dense={}, lexical={weak: 1.5}, use_lexical=True, ranking=ranking, ideal=6.0) == {weak: 0.25}
     fused = fuse(dense={strong: 0.4}, lexical={strong: 9.0, weak: 3.0}, use_lexical=True, ranking=ranking, ideal=6.0)
     assert fused == {strong: 1.0, weak: 0.25}  # capped at 1
+
+
+def test_memories_that_supersede_each_other_end_in_some_order():
+    hits = [hit("a", ("b",)), hit("x"), hit("b", ("a",))]
+    assert sorted(names(replacements_first(hits))) == ["a", "b", "x"]
