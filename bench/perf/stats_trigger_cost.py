@@ -1,0 +1,78 @@
+"""What the owner-statistics triggers of migration 0010 cost a write, measured in process.
+
+    .venv/bin/python -m bench.perf.stats_trigger_cost [--blocks 8] [--per-block 40]
+
+On a fresh embedded database (port 54331, .data/quality, Redis db 6: the quality benchmark's
+stack), single writes through ``memory_create`` and bulk writes of 200 (``masking_batch`` +
+``memory_create``, as ``POST /memories/bulk``) alternate in blocks between the triggers enabled and
+disabled (``ALTER TABLE … DISABLE TRIGGER``, as the schema owner). Prints p50 per write per mode.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(BASE))
+
+from bench._stack import bench_stack  # noqa: E402
+
+TRIGGERS = ("memory_lexical_stats_insert", "memory_lexical_stats_update", "memory_lexical_stats_delete")
+
+
+def set_triggers(enabled: bool) -> None:
+    from django.db import connections
+
+    with connections["admin"].cursor() as cursor:
+        for name in TRIGGERS:
+            cursor.execute(f"ALTER TABLE memories_memory {'ENABLE' if enabled else 'DISABLE'} TRIGGER {name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--per-block", type=int, default=40)
+    args = parser.parse_args()
+    with bench_stack("quality", pg_port=54331, redis_db=6):
+        from memory_service.memories.services import memory_create
+        from tenants.access import Principal
+        from tenants.context import tenant_context
+        from tenants.masking import masking_batch
+        from tenants.services import tenant_create
+
+        tenant = tenant_create(slug=f"trigger-cost-{int(time.time())}")
+        principal = Principal.operator(tenant=tenant, actor="system:bench")
+        single = {True: [], False: []}
+        bulk = {True: [], False: []}
+        serial = 0
+        for block in range(args.blocks):
+            for enabled in (True, False) if block % 2 == 0 else (False, True):
+                set_triggers(enabled)
+                with tenant_context(tenant.id):
+                    for _ in range(args.per_block):
+                        serial += 1
+                        started = time.perf_counter()
+                        memory_create(principal=principal, scope="user", user=f"u{serial % 5}",
+                                      text=f"Note {serial}: the deploy of build {serial} went out on time")  # fmt: skip
+                        single[enabled].append((time.perf_counter() - started) * 1000)
+                    items = []
+                    for _ in range(200):
+                        serial += 1
+                        items.append(
+                            {"scope": "user", "user": f"u{serial % 5}", "text": f"Bulk note {serial} about pools"}
+                        )
+                    started = time.perf_counter()
+                    with masking_batch(tenant=tenant, values=items):
+                        for item in items:
+                            memory_create(principal=principal, **item)
+                    bulk[enabled].append((time.perf_counter() - started) * 1000 / len(items))
+        set_triggers(True)
+        for label, values in (("single write", single), ("bulk item (200 per request)", bulk)):
+            on, off = statistics.median(values[True]), statistics.median(values[False])
+            print(f"{label}: p50 {on:.2f} ms with the triggers, {off:.2f} ms without ({on - off:+.2f} ms)")
+
+
+if __name__ == "__main__":
+    main()
