@@ -19,8 +19,10 @@ import json
 import re
 import sys
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
+
+# The bilingual set's checker, next to this file: the same timestamp and personal-data rules.
+from validate import EMAIL, PHONE, parse_ts
 
 HERE = Path(__file__).resolve().parent
 FOLDER = HERE / "life_chats"
@@ -43,8 +45,6 @@ _STOP_WORDS_TEXT = """i me my myself we our ours ourselves you your yours yourse
     don should now would could might may also ever"""
 STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 WORD = re.compile(r"[a-z0-9]+")
-EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-PHONE = re.compile(r"(?<![\w.-])(?:\+\d{1,3}[ -]?)?\(?\d{2,4}\)?[ -]\d{3,4}[ -]\d{3,4}(?![\w-])")
 URL = re.compile(r"https?://|www\.", re.I)
 ID_CONVERSATION = re.compile(r"c\d\d")
 
@@ -63,15 +63,6 @@ def overlap(question: str, evidence_texts: list[str], names: set[str]) -> float:
     for text in evidence_texts:
         seen |= content_words(text, names)
     return len(asked & seen) / len(asked)
-
-
-def _timestamp(value: object) -> datetime | None:
-    if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", value):
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
-    except ValueError:
-        return None
 
 
 def check_conversation(path: Path) -> tuple[list[str], dict]:
@@ -97,7 +88,7 @@ def check_conversation(path: Path) -> tuple[list[str], dict]:
         sid = f"{cid}-s{s_index:02d}"
         if session.get("id") != sid:
             errors.append(f"session {s_index}: id must be {sid}")
-        when = _timestamp(session.get("date"))
+        when = parse_ts(session.get("date"))
         if when is None:
             errors.append(f"{sid}: 'date' must be YYYY-MM-DDTHH:MM:SSZ")
         elif previous_time is not None and when.date() <= previous_time.date():
