@@ -119,6 +119,7 @@ def load_bilingual(by_repository, whole_set) -> list[Question]:
     """Questions of the bilingual set: ``by_repository`` holds each note in its repository's scope,
     ``whole_set`` all of them in the scope of user "all" (for questions that name no repository)."""
     data = json.loads((DATASETS / "bilingual_notes.json").read_text(encoding="utf-8"))
+    notes = {note["id"]: note for note in data["memories"]}
     stored = {}
     for principal, scoped in ((by_repository, True), (whole_set, False)):
         items = []
@@ -136,11 +137,11 @@ def load_bilingual(by_repository, whole_set) -> list[Question]:
                 else {"scope": "user", "user": "all"}
             )
             items.append(item)
-        ids = _store(principal, [i for i in items if not _supersedes(data, i["external_id"])])
+        ids = _store(principal, [i for i in items if not notes[i["external_id"]].get("supersedes")])
         # Replacements after what they replace (ids follow occurred_at), with their links.
         for item in items:
-            if _supersedes(data, item["external_id"]):
-                note = next(n for n in data["memories"] if n["id"] == item["external_id"])
+            note = notes[item["external_id"]]
+            if note.get("supersedes"):
                 links = [{"id": str(ids[old]), "partial": bool(note.get("partial"))} for old in note["supersedes"]]
                 ids |= _store(principal, [item | {"supersedes": links}])
         stored[scoped] = ids
@@ -163,10 +164,6 @@ def load_bilingual(by_repository, whole_set) -> list[Question]:
             )
         )
     return questions
-
-
-def _supersedes(data, note_id: str) -> bool:
-    return any(n["id"] == note_id and n.get("supersedes") for n in data["memories"])
 
 
 def ask(principal, question: Question, ranking) -> list:
