@@ -316,6 +316,12 @@ def main() -> None:
         help="only the service's own ranking with the first embedder, every question (runs on older versions too)",
     )
     parser.add_argument("--pg-port", type=int, default=54331, help="its embedded PostgreSQL's port")
+    parser.add_argument(
+        "--pii-mode",
+        choices=("label", "pseudonym"),
+        default="",
+        help="the tenants' masking mode (default: the service's default for a new tenant)",
+    )
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "retrieval_quality.md"))
     args = parser.parse_args()
     rng = random.Random(20261204)
@@ -330,6 +336,12 @@ def main() -> None:
 
         stamp = int(time.time())
         tenants = {name: tenant_create(slug=f"quality-{name}-{stamp}") for name in ("chats", "repos", "all")}
+        if args.pii_mode:
+            from tenants.masking import tenant_pii_policy_set
+
+            if args.pii_mode == "pseudonym" and not settings.PII_PSEUDONYM_KEYS:
+                settings.PII_PSEUDONYM_KEYS = "1:" + os.urandom(16).hex()
+            tenants = {name: tenant_pii_policy_set(tenant=t, mode=args.pii_mode) for name, t in tenants.items()}
         principals = {t.id: Principal.operator(tenant=t, actor="system:bench") for t in tenants.values()}
         started = time.perf_counter()
         chats = load_life_chats(principals[tenants["chats"].id], [c for c in args.conversations.split(",") if c])
@@ -338,7 +350,8 @@ def main() -> None:
         report = [
             "### Retrieval quality: the latest run's tables",
             "",
-            f"Command: `.venv/bin/python bench/retrieval_quality.py --embedders {args.embedders}` — "
+            f"Command: `.venv/bin/python bench/retrieval_quality.py --embedders {args.embedders}"
+            f"{' --pii-mode ' + args.pii_mode if args.pii_mode else ''}` — "
             f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. Loaded {len(chats)} life-chat questions and "
             f"{len(bilingual)} bilingual questions through the write path in {load_s:.0f} s.",
             "",

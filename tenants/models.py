@@ -34,11 +34,23 @@ class PiiMode(models.TextChoices):
     PSEUDONYM = "pseudonym", "keyed pseudonym (<EMAIL_ADDRESS_1a2b3c4d5e6f>)"
 
 
+def default_pii_mode() -> str:
+    """The masking mode of a new tenant: keyed pseudonyms when the deployment has a pseudonym key
+    (``PII_PSEUDONYM_KEYS``; ``make run`` writes one), labels otherwise.
+
+    With pseudonyms the same name in a note and in a search query masks to the same
+    ``<PERSON_…>``, so "what did Ines say about the boat" still finds Ines's notes, while no name
+    is stored (bench/RESULTS.md, "Retrieval quality": +0.04 recall@10 on the long conversations).
+    """
+    return PiiMode.PSEUDONYM.value if settings.PII_PSEUDONYM_KEYS.strip() else PiiMode.LABEL.value
+
+
 class Tenant(models.Model):
     """A customer organisation. Deactivated, never deleted, while its audit must be kept.
 
-    The PII policy says how masked values are replaced, which entity types are masked (empty =
-    all the process can detect; secrets always) and whether the NER tier is required.
+    The PII policy says how masked values are replaced (``default_pii_mode``), which entity types
+    are masked (empty = all the process can detect; secrets always) and whether the NER tier is
+    required.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -46,7 +58,7 @@ class Tenant(models.Model):
     name = models.CharField(max_length=200, blank=True)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    pii_mode = models.CharField(max_length=16, choices=PiiMode.choices, default=PiiMode.LABEL)
+    pii_mode = models.CharField(max_length=16, choices=PiiMode.choices, default=default_pii_mode)
     pii_entities = ArrayField(models.CharField(max_length=32), blank=True, default=list)
     pii_require_ner = models.BooleanField(default=False)
     # Retention (empty = the settings' default of the same name, upper-cased).

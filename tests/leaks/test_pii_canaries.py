@@ -301,7 +301,7 @@ def test_it_queues_only_ids_for_the_worker(scan):
 
 def test_the_scan_sees_what_the_service_stores(scan):
     """The places searched hold what the service did store: a scan of empty places proves nothing."""
-    masked = scan.where({"label": "<EMAIL_ADDRESS>"})
+    masked = scan.where({"pseudonym": "<EMAIL_ADDRESS_"})
     assert "database memories_memory.text" in masked and "export archive" in masked
     assert "database memories_memory.repository" in scan.where({"probe": PROBE_REPOSITORY.lower()})
     tenant = scan.where({"tenant": scan.tenant_id})

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import client_for
-from tests.factories import make_tenant, make_token
+from tests.factories import as_labels, make_tenant, make_token
 
 pytestmark = [pytest.mark.django_db(transaction=True, databases=["default", "admin"])]
 
@@ -126,6 +126,6 @@ def test_it_extracts_memories_with_a_configured_model_masked_and_raw(live_server
     assert json.loads(saved.stdout) == {"stored": 2, "already_known": 0, "failed": 0}
     memories = client_for(token).get("/api/v1/memories").json()["results"]
     by_kind = {m["kind"]: m for m in memories}
-    assert by_kind["preference"]["text"] == "The user prefers tabs; contact <EMAIL_ADDRESS>"
+    assert as_labels(by_kind["preference"]["text"]) == "The user prefers tabs; contact <EMAIL_ADDRESS>"
     assert by_kind["lesson"]["priority"] == "high"
     assert {m["confidence"] for m in memories} == {"raw"}

@@ -1,5 +1,6 @@
 """Tenant PII policies: labels or keyed pseudonyms, entity subsets, and refusing a missing tier."""
 
+import re
 from io import StringIO
 
 import pytest
@@ -7,6 +8,7 @@ from django.core.management import CommandError, call_command
 
 from tenants.context import tenant_context
 from tenants.masking import tenant_pii_policy_set
+from tenants.models import default_pii_mode
 from tests.factories import make_tenant, make_token
 
 pytestmark = pytest.mark.django_db
@@ -42,10 +44,22 @@ def without_name_tier(monkeypatch):
     monkeypatch.setattr("memory_service.pii.engine._masker", Masker())
 
 
-def test_the_default_policy_masks_names(tenant, api_client):
+def test_the_default_policy_masks_names_with_pseudonyms(tenant, api_client):
     body = _write(api_client, "Per Priya Raman, keep the pool at 20; 田中さんも同意。").json()
-    assert body["text"] == "Per <PERSON>, keep the pool at 20; <PERSON>さんも同意。"
+    assert tenant.pii_mode == "pseudonym"
+    assert re.fullmatch(
+        r"Per <PERSON_[0-9a-f]{12}>, keep the pool at 20; <PERSON_[0-9a-f]{12}>さんも同意。", body["text"]
+    )
     assert body["pii"] == {"PERSON": 2}
+    again = _write(api_client, "Priya Raman agreed.").json()
+    assert again["text"].split(" ")[0] == body["text"].split(" ")[1].rstrip(",")  # the same name, the same pseudonym
+
+
+def test_new_tenants_get_labels_when_no_pseudonym_key_is_configured(settings):
+    settings.PII_PSEUDONYM_KEYS = ""
+    assert make_tenant().pii_mode == "label" and default_pii_mode() == "label"
+    settings.PII_PSEUDONYM_KEYS = "1:k"
+    assert make_tenant().pii_mode == "pseudonym"
 
 
 def test_a_policy_may_require_the_name_tier_where_it_is_loaded(tenant):

@@ -15,7 +15,7 @@ from proposals.services import proposal_approve, proposal_reject
 from tenants.context import tenant_context
 from tenants.models import User
 from tests.conftest import client_for
-from tests.factories import make_tenant, make_token
+from tests.factories import as_labels, make_tenant, make_token
 
 DOC = "# AGENTS.md\n\n## Boundaries\n\n### Always\n- Read existing patterns first\n\n### Never\n- Commit secrets\n"
 PROPOSAL = {
@@ -92,7 +92,7 @@ def test_a_decided_proposal_cannot_be_decided_again(tenant, api_client):
     with tenant_context(tenant.id):
         assert AgentsDocumentVersion.objects.count() == 1
         stored = Proposal.objects.get(id=rejected)
-    assert stored.status == "rejected" and stored.decision_note == "We use npm; ask <EMAIL_ADDRESS>"
+    assert stored.status == "rejected" and as_labels(stored.decision_note) == "We use npm; ask <EMAIL_ADDRESS>"
     [event] = _events(tenant, "proposal_rejected")
     assert event.resource_ids == [rejected] and event.details == {"repository": "web", "pii": {"EMAIL_ADDRESS": 1}}
     assert len(_events(tenant, "proposal_approved")) == 1
