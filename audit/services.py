@@ -4,6 +4,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import router, transaction
@@ -27,6 +28,16 @@ def user_pseudonym(user: str) -> str:
     return f"u_{digest[:16]}"
 
 
+@dataclass(frozen=True)
+class EventSpec:
+    """One event to append: what happened, to which resources, with ids, sizes and counts only."""
+
+    action: Action | str
+    resource_type: str
+    resource_ids: Iterable[str] = ()
+    details: dict | None = None
+
+
 def audit_event_record(
     *,
     tenant: Tenant,
@@ -41,7 +52,19 @@ def audit_event_record(
     Writers of one tenant serialise on a transaction-level advisory lock, so the chain never
     forks or skips. ``details`` must hold ids, sizes and counts only — never text or PII.
     """
-    action = Action(action)
+    spec = EventSpec(action=action, resource_type=resource_type, resource_ids=resource_ids, details=details)
+    return audit_events_record(tenant=tenant, actor=actor, events=[spec])[0]
+
+
+def audit_events_record(*, tenant: Tenant, actor: str, events: list[EventSpec]) -> list[AuditEvent]:
+    """Append ``events`` to ``tenant``'s chain, in order, by ``actor``, in the caller's transaction:
+    one lock, one read of the chain's head and one insert for all of them (a bulk write's items).
+
+    Same promises as ``audit_event_record``.
+    """
+    actions = [Action(spec.action) for spec in events]
+    if not events:
+        return []
     using = router.db_for_write(AuditEvent)
     # No savepoint: an event that cannot be written fails the caller's transaction with it.
     with transaction.atomic(using=using, savepoint=False):
@@ -54,36 +77,42 @@ def audit_event_record(
             [f"audit:{tenant.id}", tenant.id],
             using=using,
         )
-        seq = head[0][0] + 1 if head else 1
+        seq = head[0][0] if head else 0
         prev_hash = head[0][1] if head else GENESIS
-        event = AuditEvent(
-            tenant_id=tenant.id,
-            seq=seq,
-            at=timezone.now(),
-            actor=actor,
-            action=action.value,
-            resource_type=resource_type,
-            resource_ids=[str(i) for i in resource_ids],
-            details=details or {},
-            prev_hash=prev_hash,
-        )
-        event.hash = link(
-            payload=canonical(
+        at = timezone.now()
+        written = []
+        for spec, action in zip(events, actions, strict=True):
+            seq += 1
+            event = AuditEvent(
                 tenant_id=tenant.id,
                 seq=seq,
-                at=event.at,
-                actor=event.actor,
-                action=event.action,
-                resource_type=event.resource_type,
-                resource_ids=event.resource_ids,
-                details=event.details,
-            ),
-            prev_hash=prev_hash,
-        )
-        event.save(force_insert=True, using=using)
+                at=at,
+                actor=actor,
+                action=action.value,
+                resource_type=spec.resource_type,
+                resource_ids=[str(i) for i in spec.resource_ids],
+                details=spec.details or {},
+                prev_hash=prev_hash,
+            )
+            event.hash = link(
+                payload=canonical(
+                    tenant_id=tenant.id,
+                    seq=seq,
+                    at=event.at,
+                    actor=event.actor,
+                    action=event.action,
+                    resource_type=event.resource_type,
+                    resource_ids=event.resource_ids,
+                    details=event.details,
+                ),
+                prev_hash=prev_hash,
+            )
+            prev_hash = event.hash
+            written.append(event)
+        AuditEvent.objects.using(using).bulk_create(written)
         if previous["app.tenant_id"] != str(tenant.id):  # a caller bound to another tenant gets it back
             set_current_tenant(previous["app.tenant_id"], using=using)
-    return event
+    return written
 
 
 def audit_read_record(

@@ -5,21 +5,25 @@ The raw text lives only in the request's memory: what is stored, queued, logged 
 masked or is an id.
 """
 
+import functools
 import hashlib
 import hmac
+import itertools
 import json
 import logging
+import operator
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVector
 from django.db import IntegrityError, transaction
-from django.db.models import TextField, Value
+from django.db.models import Q, TextField, Value
 from django.utils import timezone
 
 from audit.models import Action
-from audit.services import audit_event_record, user_pseudonym
+from audit.services import EventSpec, audit_event_record, audit_events_record, user_pseudonym
 from memory_service.exceptions import (
+    ApplicationError,
     ConflictError,
     NotFoundError,
     PayloadTooLargeError,
@@ -39,11 +43,11 @@ from memory_service.memories.models import (
 )
 from memory_service.memories.selectors import memory_get
 from memory_service.retrieval.lexical import lexical_document
-from memory_service.session_context.services import refresh_after_write
+from memory_service.session_context.services import refresh_after_write, refresh_after_writes
 from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier, validate_metadata_keys
-from tenants.masking import mask_fields, masker_version
+from tenants.masking import mask_fields, masker_version, masking_batch
 from tenants.models import Permission
 from tenants.services import actor_of
 
@@ -183,12 +187,18 @@ def _search_vector(memory: Memory) -> SearchVector:
     return SearchVector(Value(document, output_field=TextField()), config="simple")
 
 
-def _enqueue_embedding(memory: Memory) -> None:
-    """After commit, queue the embedding (ids only). A broker outage leaves it pending for the sweep."""
+#: Memories per embedding task queued by a write (a bulk write queues one task per this many).
+EMBEDDING_TASK_IDS = 100
+
+
+def _enqueue_embedding(memories: list[Memory]) -> None:
+    """After commit, queue the embedding of ``memories`` (of one tenant; ids only), in tasks of up
+    to EMBEDDING_TASK_IDS. A broker outage leaves them pending for the sweep."""
     from memory_service.memories.tasks import enqueue_embedding
 
-    tenant_id, memory_id = str(memory.tenant_id), str(memory.id)
-    transaction.on_commit(lambda: enqueue_embedding(tenant_id=tenant_id, memory_ids=[memory_id]))
+    tenant_id, ids = str(memories[0].tenant_id), [str(memory.id) for memory in memories]
+    chunks = [ids[start : start + EMBEDDING_TASK_IDS] for start in range(0, len(ids), EMBEDDING_TASK_IDS)]
+    transaction.on_commit(lambda: [enqueue_embedding(tenant_id=tenant_id, memory_ids=chunk) for chunk in chunks])
 
 
 def _record_write(*, principal: Principal, action: Action, memory: Memory, details: dict) -> None:
@@ -213,7 +223,26 @@ def _link_supersessions(*, principal: Principal, memory: Memory, supersedes: lis
         )
 
 
-def memory_create(
+@dataclass
+class _Write:
+    """A new memory's fields, checked and masked: what ``memory_create`` looks up and inserts."""
+
+    owner: Owner
+    values: dict  # masked text, title, tags, metadata, solved_query
+    pii: dict[str, int]
+    kind: str
+    priority: str
+    lifecycle: str
+    external_id: str
+    occurred_at: object
+    valid_until: object
+    name: str
+    supersedes: list[dict]
+    dedup_key: str
+    request_hash: str
+
+
+def _write_checked(
     *,
     principal: Principal,
     text: str,
@@ -233,10 +262,8 @@ def memory_create(
     lifecycle: str = Lifecycle.NONE,
     supersedes: list[dict] | None = None,
     name: str = "",
-) -> MemoryWriteResult:
-    """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
-    exact duplicate text in the same scope owner (the existing memory is returned).
-    """
+) -> _Write:
+    """A write validated and its free text masked; raises the write's 4xx. Reads no table."""
     require_permission(principal, Permission.MEMORY_WRITE)
     check_raw_text(text)
     if external_id:
@@ -264,85 +291,235 @@ def memory_create(
         fields={"text": text, "title": title, "tags": tags, "metadata": metadata, "solved_query": solved_query},
     )
     del text, title, tags, metadata, solved_query  # from here on only masked values exist
-    values = masked.values
-    _check_sizes(values)
+    _check_sizes(masked.values)
+    return _Write(
+        owner=owner, values=masked.values, pii=masked.counts, kind=kind, priority=priority, lifecycle=lifecycle,
+        external_id=external_id, occurred_at=occurred_at, valid_until=valid_until, name=name,
+        supersedes=supersedes or [], dedup_key=dedup_key, request_hash=request_hash,
+    )  # fmt: skip
 
-    with transaction.atomic():
+
+def _external_key(owner, external_id: str) -> tuple:
+    """An owner (``Owner`` or ``Memory``) and an ``external_id``: unique per tenant."""
+    return (owner.scope, owner.user, owner.repository, owner.session, external_id)
+
+
+@dataclass
+class _Stored:
+    """The memories that some writes may repeat, by external key and by dedup key."""
+
+    by_external_id: dict
+    by_dedup_key: dict
+
+    @classmethod
+    def for_writes(cls, principal: Principal, writes: list[_Write]) -> "_Stored":
+        """Two queries, whatever the number of writes."""
         memories = Memory.objects.for_tenant(principal.tenant)
-        if external_id:
-            existing = memories.filter(
-                scope=owner.scope, user=owner.user, repository=owner.repository, session=owner.session,
-                external_id=external_id,
-            ).first()  # fmt: skip
+        by_external_id = {}
+        keys = [_external_key(w.owner, w.external_id) for w in writes if w.external_id]
+        if keys:
+            names = ("scope", "user", "repository", "session", "external_id")
+            wanted = functools.reduce(operator.or_, (Q(**dict(zip(names, key, strict=True))) for key in keys))
+            by_external_id = {_external_key(m, m.external_id): m for m in memories.filter(wanted)}
+        by_dedup_key = {m.dedup_key: m for m in memories.filter(dedup_key__in={w.dedup_key for w in writes})}
+        return cls(by_external_id, by_dedup_key)
+
+    def repeated_by(self, write: _Write) -> Memory | None:
+        """The memory ``write`` repeats (same ``external_id`` and body, or the same text for the
+        same owner); None for a new one. ConflictError (409) when its ``external_id`` is taken by
+        a different body."""
+        if write.external_id:
+            existing = self.by_external_id.get(_external_key(write.owner, write.external_id))
             if existing is not None:
-                if existing.request_hash != request_hash:
+                if existing.request_hash != write.request_hash:
                     raise ConflictError(
                         "A memory with this external_id exists with a different body.",
                         fields={"external_id": ["Already used with a different body."]},
                     )
-                return MemoryWriteResult(memory=existing, created=False, pii=masked.counts)
-        duplicate = memories.filter(dedup_key=dedup_key).first()
-        if duplicate is not None:
-            return MemoryWriteResult(memory=duplicate, created=False, pii=masked.counts)
+                return existing
+        return self.by_dedup_key.get(write.dedup_key)
 
-        now = timezone.now()
-        memory = Memory(
+    def add(self, memory: Memory) -> None:
+        """A memory about to be stored: later writes of the same request repeat it."""
+        if memory.external_id:
+            self.by_external_id[_external_key(memory, memory.external_id)] = memory
+        self.by_dedup_key[memory.dedup_key] = memory
+
+
+def _new_memory(principal: Principal, write: _Write, now) -> Memory:
+    owner, values = write.owner, write.values
+    memory = Memory(
+        tenant=principal.tenant,
+        scope=owner.scope,
+        user=owner.user,
+        repository=owner.repository,
+        session=owner.session,
+        author=owner.author,
+        name=write.name,
+        kind=write.kind,
+        priority=write.priority,
+        confidence=Confidence.RAW,
+        lifecycle=write.lifecycle,
+        title=values["title"],
+        text=values["text"],
+        tags=values["tags"],
+        metadata=values["metadata"],
+        solved_query=values["solved_query"],
+        external_id=write.external_id,
+        dedup_key=write.dedup_key,
+        request_hash=write.request_hash,
+        source_client=principal.name,
+        masker_version=masker_version(),
+        occurred_at=write.occurred_at or now,
+        valid_until=write.valid_until,
+        expires_at=now + principal.tenant.session_ttl if owner.scope == Scope.SESSION else None,
+        created_at=now,
+    )
+    memory.search_vector = _search_vector(memory)
+    return memory
+
+
+def _record_created(principal: Principal, created: list[tuple[Memory, _Write]]) -> None:
+    """What follows new memories in their transaction: their audit events and their activity rows
+    (one insert each), then, after commit, their embedding and the digests they change."""
+    if not created:
+        return
+    audit_events_record(
+        tenant=principal.tenant,
+        actor=actor_of(principal),
+        events=[
+            EventSpec(
+                action=Action.OFFLOAD,
+                resource_type="memory",
+                resource_ids=[memory.id],
+                details={
+                    "scope": memory.scope,
+                    "kind": memory.kind,
+                    "author": user_pseudonym(memory.author),
+                    "bytes": len(memory.text.encode()),
+                    "pii": write.pii,
+                },  # fmt: skip
+            )
+            for memory, write in created
+        ],
+    )
+    ActivityLog.objects.bulk_create(
+        ActivityLog(
             tenant=principal.tenant,
-            scope=owner.scope,
-            user=owner.user,
-            repository=owner.repository,
-            session=owner.session,
-            author=owner.author,
-            name=name,
-            kind=kind,
-            priority=priority,
-            confidence=Confidence.RAW,
-            lifecycle=lifecycle,
-            title=values["title"],
-            text=values["text"],
-            tags=values["tags"],
-            metadata=values["metadata"],
-            solved_query=values["solved_query"],
-            external_id=external_id,
-            dedup_key=dedup_key,
-            request_hash=request_hash,
-            source_client=principal.name,
-            masker_version=masker_version(),
-            occurred_at=occurred_at or now,
-            valid_until=valid_until,
-            expires_at=now + principal.tenant.session_ttl if owner.scope == Scope.SESSION else None,
-            created_at=now,
+            operation=ActivityLog.Operation.WRITE,
+            client=principal.name,
+            user=user_pseudonym(memory.author),
+            memory_ids=[memory.id],
+            solved_query=memory.solved_query,
         )
-        memory.search_vector = _search_vector(memory)
+        for memory, _write in created
+    )
+    memories = [memory for memory, _write in created]
+    _enqueue_embedding(memories)
+    refresh_after_writes(memories)
+
+
+def _create(principal: Principal, write: _Write) -> MemoryWriteResult:
+    """Store one checked write, in its own savepoint (a lost race returns the winner)."""
+    with transaction.atomic():
+        existing = _Stored.for_writes(principal, [write]).repeated_by(write)
+        if existing is not None:
+            return MemoryWriteResult(memory=existing, created=False, pii=write.pii)
+        memory = _new_memory(principal, write, timezone.now())
         try:
             with transaction.atomic():
                 memory.save(force_insert=True)
         except IntegrityError:
             # A concurrent identical write won the race: return what it stored.
-            winner = memories.filter(dedup_key=dedup_key).first()
+            winner = Memory.objects.for_tenant(principal.tenant).filter(dedup_key=write.dedup_key).first()
             if winner is None:
                 raise
-            return MemoryWriteResult(memory=winner, created=False, pii=masked.counts)
+            return MemoryWriteResult(memory=winner, created=False, pii=write.pii)
         # The saved value is an SQL expression: leave the field deferred, as the manager loads it.
         del memory.__dict__["search_vector"]
-        _link_supersessions(principal=principal, memory=memory, supersedes=supersedes or [])
-        _record_write(
-            principal=principal,
-            action=Action.OFFLOAD,
-            memory=memory,
-            details={"bytes": len(memory.text.encode()), "pii": masked.counts},
-        )
-        ActivityLog.objects.create(
-            tenant=principal.tenant,
-            operation=ActivityLog.Operation.WRITE,
-            client=principal.name,
-            user=user_pseudonym(owner.author),
-            memory_ids=[memory.id],
-            solved_query=memory.solved_query,
-        )
-        _enqueue_embedding(memory)
-        refresh_after_write(memory)
-    return MemoryWriteResult(memory=memory, created=True, pii=masked.counts)
+        _link_supersessions(principal=principal, memory=memory, supersedes=write.supersedes)
+        _record_created(principal, [(memory, write)])
+    return MemoryWriteResult(memory=memory, created=True, pii=write.pii)
+
+
+def memory_create(*, principal: Principal, **fields) -> MemoryWriteResult:
+    """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
+    exact duplicate text in the same scope owner (the existing memory is returned).
+
+    ``fields``: ``text`` and ``scope``, and optionally ``kind``, ``user``, ``repository``,
+    ``session``, ``priority``, ``title``, ``tags``, ``metadata``, ``solved_query``,
+    ``external_id``, ``occurred_at``, ``valid_until``, ``lifecycle``, ``supersedes``, ``name``.
+    """
+    return _create(principal, _write_checked(principal=principal, **fields))
+
+
+def memory_create_many(*, principal: Principal, items: list[dict]) -> list[MemoryWriteResult | ApplicationError]:
+    """``memory_create`` of each item (a dict of its ``fields``), in order: the list holds each
+    item's result, or the error that refused it, and no item's error changes another's outcome.
+
+    The outcome is that of one ``memory_create`` per item; the work is batched: every string of
+    every item masked in one pass of the name tier, two lookups for the repeats of all items, one
+    insert each for the new memories, their audit events and their activity rows, and embedding
+    tasks of up to ``EMBEDDING_TASK_IDS`` memories. An item that supersedes others is written on its
+    own, in its place; a batch that loses a race to a concurrent write is written again item by
+    item. Runs in the caller's transaction.
+    """
+    require_permission(principal, Permission.MEMORY_WRITE)
+    results: list = [None] * len(items)
+    checked: list[tuple[int, _Write]] = []
+    free_text = [{name: item[name] for name in MASKED_FIELDS if name in item} for item in items]
+    with masking_batch(tenant=principal.tenant, values=free_text):
+        for index, item in enumerate(items):
+            try:
+                checked.append((index, _write_checked(principal=principal, **item)))
+            except ApplicationError as exc:
+                results[index] = exc
+    # Runs of plain writes are stored together; a write that supersedes is stored alone.
+    runs = itertools.groupby(checked, key=lambda pair: object() if pair[1].supersedes else False)
+    for _key, run in runs:
+        for index, outcome in _create_run(principal, list(run)).items():
+            results[index] = outcome
+    return results
+
+
+def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict:
+    """Results by index of a run of checked writes (see ``memory_create_many``)."""
+    if len(run) == 1 or any(write.supersedes for _index, write in run):
+        return {index: _create_or_error(principal, write) for index, write in run}
+    results = {}
+    try:
+        with transaction.atomic():
+            stored = _Stored.for_writes(principal, [write for _index, write in run])
+            now = timezone.now()
+            created = []
+            for index, write in run:
+                try:
+                    existing = stored.repeated_by(write)
+                except ConflictError as exc:
+                    results[index] = exc
+                    continue
+                if existing is not None:
+                    results[index] = MemoryWriteResult(memory=existing, created=False, pii=write.pii)
+                    continue
+                memory = _new_memory(principal, write, now)
+                stored.add(memory)
+                created.append((memory, write))
+                results[index] = MemoryWriteResult(memory=memory, created=True, pii=write.pii)
+            Memory.objects.bulk_create([memory for memory, _write in created])
+            for memory, _write in created:
+                del memory.__dict__["search_vector"]  # as after ``save``: an SQL expression
+            _record_created(principal, created)
+    except IntegrityError:
+        # A concurrent write stored one of these first: write each again on its own.
+        return {index: _create_or_error(principal, write) for index, write in run}
+    return results
+
+
+def _create_or_error(principal: Principal, write: _Write) -> MemoryWriteResult | ApplicationError:
+    try:
+        return _create(principal, write)
+    except ApplicationError as exc:
+        return exc
 
 
 # What a person vouches for when validating a memory: changing any of it needs a person again.
@@ -414,7 +591,7 @@ def memory_update(*, principal: Principal, memory_id, changes: dict) -> MemoryWr
             memory=memory,
             details={"fields": sorted(changes), "pii": masked.counts},
         )
-        _enqueue_embedding(memory)
+        _enqueue_embedding([memory])
         refresh_after_write(memory)
     return MemoryWriteResult(memory=memory, created=False, pii=masked.counts)
 

@@ -8,7 +8,9 @@ lands mid-render, and the last write is never missed (seed 000's try-lock alone 
 Redis is down, the write still succeeds; the digest is rendered when next read.
 """
 
+import functools
 import logging
+import operator
 import time
 from datetime import timedelta
 
@@ -83,16 +85,21 @@ def session_context_for(*, principal: Principal, user: str = "", repository: str
     return markdown
 
 
-def affected_digests(memory: Memory) -> list[tuple[str, str]]:
-    """(user, repository) of the stored digests a write to ``memory`` changes."""
-    stored = SessionContext.objects.for_tenant(memory.tenant)
-    if memory.scope == Scope.USER:
-        stored = stored.filter(user=memory.user)
-    elif memory.scope == Scope.REPOSITORY:
-        stored = stored.filter(repository=memory.repository)
-    else:
-        stored = stored.filter(Q(user=memory.user) & Q(repository=memory.repository))
-    return list(stored.values_list("user", "repository"))
+def affected_digests(memories: list[Memory]) -> list[tuple[str, str]]:
+    """(user, repository) of the stored digests that writes to ``memories`` (of one tenant) change,
+    in one query."""
+    if not memories:
+        return []
+    owners = []
+    for scope, user, repository in {(m.scope, m.user, m.repository) for m in memories}:
+        if scope == Scope.USER:
+            owners.append(Q(user=user))
+        elif scope == Scope.REPOSITORY:
+            owners.append(Q(repository=repository))
+        else:
+            owners.append(Q(user=user, repository=repository))
+    stored = SessionContext.objects.for_tenant(memories[0].tenant).filter(functools.reduce(operator.or_, owners))
+    return list(stored.values_list("user", "repository").distinct())
 
 
 def _queue(client, key: str, tenant_id, user: str, repository: str, countdown: float) -> bool:
@@ -122,8 +129,13 @@ def request_refresh(*, tenant_id, user: str, repository: str) -> bool:
 
 def refresh_after_write(memory: Memory) -> None:
     """After the write commits, refresh every stored digest it affects."""
-    pairs = affected_digests(memory)
-    tenant_id = memory.tenant_id
+    refresh_after_writes([memory])
+
+
+def refresh_after_writes(memories: list[Memory]) -> None:
+    """After the writes (to memories of one tenant) commit, refresh every stored digest they affect."""
+    pairs = affected_digests(memories)
+    tenant_id = memories[0].tenant_id if memories else None
     if pairs:
         transaction.on_commit(lambda: [request_refresh(tenant_id=tenant_id, user=u, repository=r) for u, r in pairs])
 

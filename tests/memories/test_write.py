@@ -211,7 +211,7 @@ def test_a_bulk_write_reads_every_note_through_the_name_tier_in_one_batch(api_cl
     ]
     assert results[5]["status"] == 400
     assert len(batches) == 1  # every string of every item, masked ahead together
-    assert {item["text"] for item in items} <= set(batches[0])
+    assert {item["text"] for item in items[:5]} <= set(batches[0])  # the refused item needs no masking
 
 
 def test_it_refuses_a_bulk_over_500_items(api_client):

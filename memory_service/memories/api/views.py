@@ -1,6 +1,5 @@
 """REST interface onto the memory services and selectors: validate → call → serialize."""
 
-from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -11,7 +10,7 @@ from rest_framework.views import APIView
 from audit.models import Action
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer
-from memory_service.exceptions import ApplicationError, ValidationError, error_for
+from memory_service.exceptions import ValidationError, error_for
 from memory_service.memories.api.serializers import (
     MemoryInputSerializer,
     MemoryOutputSerializer,
@@ -30,7 +29,9 @@ from memory_service.memories.selectors import (
     memory_statuses,
 )
 from memory_service.memories.services import (
+    MemoryWriteResult,
     memory_create,
+    memory_create_many,
     memory_delete,
     memory_promote,
     memory_supersede,
@@ -40,7 +41,6 @@ from memory_service.memories.services import (
 from memory_service.retrieval.search import BUDGET_RANGE, MAX_QUERY_CHARS, TOP_RANGE, memory_search
 from memory_service.schema import ErrorDetailSerializer, error_response
 from tenants.identifiers import IDENTIFIER_RE
-from tenants.masking import masking_batch
 from tenants.models import Permission
 from tenants.services import actor_of
 
@@ -151,21 +151,28 @@ class MemoryBulkCreateApi(APIView):
             raise ValidationError(
                 f"At most {self.MAX_ITEMS} items per request.", fields={"items": [f"At most {self.MAX_ITEMS}."]}
             )
-        with masking_batch(tenant=request.auth.tenant, values=items):
-            results = [self._one(request, item) for item in items]
-        return Response({"results": results})
+        results: list = [None] * len(items)
+        valid = {}  # input index → the item's fields
+        for index, item in enumerate(items):
+            try:
+                valid[index] = _validated(MemoryInputSerializer, item)
+            except DrfValidationError as exc:
+                results[index] = exc
+        for index, outcome in zip(
+            valid, memory_create_many(principal=request.auth, items=list(valid.values())), strict=True
+        ):
+            results[index] = outcome
+        written = [r for r in results if isinstance(r, MemoryWriteResult)]
+        shown = represent(principal=request.auth, memories=[r.memory for r in written])
+        by_result = {id(r): body | {"pii": r.pii} for r, body in zip(written, shown, strict=True)}
+        return Response({"results": [self._result(r, by_result) for r in results]})
 
-    def _one(self, request, item) -> dict:
-        try:
-            with transaction.atomic():
-                result = memory_create(principal=request.auth, **_validated(MemoryInputSerializer, item))
-        except (ApplicationError, DrfValidationError) as exc:
-            code, body, _headers = error_for(exc)
-            return {"status": code, "error": body["error"]}
-        return {
-            "status": 201 if result.created else 200,
-            "memory": represent_write(principal=request.auth, result=result),
-        }
+    @staticmethod
+    def _result(outcome, by_result: dict) -> dict:
+        if isinstance(outcome, MemoryWriteResult):
+            return {"status": 201 if outcome.created else 200, "memory": by_result[id(outcome)]}
+        code, body, _headers = error_for(outcome)
+        return {"status": code, "error": body["error"]}
 
 
 class MemoryDetailApi(APIView):

@@ -1,0 +1,148 @@
+"""POST /memories/bulk: the outcome of one write per item, with the work of the request batched."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from audit.models import AuditEvent
+from audit.verify import verify_tenant_chain
+from memory_service.memories import services
+from memory_service.memories.models import ActivityLog, Memory, Supersession
+from tenants.context import tenant_context
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/memories/bulk"
+
+
+def _bulk(client, items):
+    response = client.post(URL, {"items": items}, format="json")
+    assert response.status_code == 200, response.content
+    return response.json()["results"]
+
+
+def _note(text, **fields):
+    return {"scope": "user", "user": "u1", "text": text} | fields
+
+
+def test_each_item_gets_the_outcome_a_single_write_would_give(api_client, write, tenant):
+    stored = write(text="already stored").json()
+    taken = write(text="first body", external_id="ext-taken").json()
+    items = [
+        _note("new one"),
+        _note("bad kind", kind="rumour"),
+        _note("already stored"),
+        _note("another body", external_id="ext-taken"),
+        _note("first body", external_id="ext-taken"),
+        _note("new one"),
+        _note("twice by id", external_id="ext-new"),
+        _note("twice by id, changed", external_id="ext-new"),
+        _note("twice by id", external_id="ext-new"),
+        _note("in another scope owner", user="u2"),
+    ]
+    results = _bulk(api_client, items)
+
+    assert [r["status"] for r in results] == [201, 400, 200, 409, 200, 200, 201, 409, 200, 201]
+    ids = [r.get("memory", {}).get("id") for r in results]
+    assert ids[2] == stored["id"] and ids[4] == taken["id"]
+    assert ids[5] == ids[0] and ids[8] == ids[6]
+    assert results[3]["error"]["fields"] == {"external_id": ["Already used with a different body."]}
+    assert results[1]["error"]["fields"] == {"kind": ["Not a valid choice."]}
+    assert results[9]["memory"]["user"] == "u2" and results[0]["memory"]["status"] == "current"
+    with tenant_context(tenant.id):
+        assert Memory.objects.count() == 2 + 3
+        created = {
+            str(i) for i in Memory.objects.exclude(id__in=[stored["id"], taken["id"]]).values_list("id", flat=True)
+        }
+        assert created == {ids[0], ids[6], ids[9]}
+        # One offload event and one activity row per memory created, and the chain still links.
+        offloads = AuditEvent.objects.filter(action="offload").order_by("seq")
+        assert [e.resource_ids[0] for e in offloads][2:] == [ids[0], ids[6], ids[9]]
+        assert ActivityLog.objects.filter(operation="write").count() == 5
+    assert verify_tenant_chain(tenant.id).ok
+
+
+def test_a_superseding_item_is_written_in_its_place(api_client, tenant):
+    old = _bulk(api_client, [_note("use npm", kind="decision", scope="repository", repository="r1")])[0]["memory"]
+    items = [
+        _note("before the decision"),
+        {
+            "scope": "repository",
+            "repository": "r1",
+            "kind": "decision",
+            "text": "use pnpm",
+            "supersedes": [{"id": old["id"]}],
+        },  # fmt: skip
+        _note("after the decision"),
+        _note("before the decision"),
+        {
+            "scope": "repository",
+            "repository": "r1",
+            "kind": "decision",
+            "text": "use yarn",
+            "supersedes": [{"id": "00000000-0000-0000-0000-000000000000"}],
+        },  # fmt: skip
+    ]
+    results = _bulk(api_client, items)
+
+    assert [r["status"] for r in results] == [201, 201, 201, 200, 404]
+    assert results[3]["memory"]["id"] == results[0]["memory"]["id"]
+    with tenant_context(tenant.id):
+        link = Supersession.objects.get()
+        assert (str(link.old_id), str(link.new_id)) == (old["id"], results[1]["memory"]["id"])
+        assert not Memory.objects.filter(text="use yarn").exists()  # its failed link undid it
+    assert api_client.get(f"/api/v1/memories/{old['id']}").json()["status"] == "superseded"
+
+
+def test_a_request_of_many_items_makes_a_fixed_number_of_queries(api_client, tenant):
+    def queries(count: int, prefix: str) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            results = _bulk(api_client, [_note(f"{prefix} note {i}") for i in range(count)])
+        assert {r["status"] for r in results} == {201}
+        return len(captured)
+
+    queries(1, "first")  # the token's first use of the minute is recorded once
+    assert queries(200, "many") == queries(5, "few") <= 15
+
+
+def test_a_bulk_write_queues_its_embeddings_in_tasks_of_a_hundred(
+    api_client, tenant, monkeypatch, django_capture_on_commit_callbacks
+):
+    from memory_service.memories import tasks
+
+    published = []
+    original = tasks.enqueue_embedding
+
+    def recording(*, tenant_id, memory_ids):
+        published.append(list(memory_ids))
+        return original(tenant_id=tenant_id, memory_ids=memory_ids)
+
+    monkeypatch.setattr(tasks, "enqueue_embedding", recording)
+    with django_capture_on_commit_callbacks(execute=True):
+        results = _bulk(api_client, [_note(f"embed me {i}") for i in range(250)])
+    assert [len(chunk) for chunk in published] == [100, 100, 50]
+    assert [i for chunk in published for i in chunk] == [r["memory"]["id"] for r in results]
+
+
+def test_a_batch_that_loses_a_race_is_written_again_item_by_item(api_client, write, tenant, monkeypatch):
+    """A concurrent request stores the same text between this batch's lookup and its insert: the
+    unique key refuses the insert, and each item is written again on its own."""
+    winner = write(text="raced").json()
+    monkeypatch.setattr(services._Stored, "for_writes", classmethod(lambda cls, principal, writes: cls({}, {})))
+
+    results = _bulk(api_client, [_note("fresh"), _note("raced")])
+
+    assert [r["status"] for r in results] == [201, 200]
+    assert results[1]["memory"]["id"] == winner["id"]
+    with tenant_context(tenant.id):
+        assert Memory.objects.filter(text="fresh").count() == 1
+    assert verify_tenant_chain(tenant.id).ok
+
+
+def test_another_tenants_items_never_meet_ours(api_client, other_client, tenant, other_tenant):
+    mine = _bulk(api_client, [_note("same words", external_id="same-id")])[0]["memory"]
+    theirs = _bulk(other_client, [_note("same words", external_id="same-id"), _note("same words")])
+    assert [r["status"] for r in theirs] == [201, 200]
+    assert theirs[0]["memory"]["id"] != mine["id"] and theirs[1]["memory"]["id"] == theirs[0]["memory"]["id"]
+    with tenant_context(other_tenant.id):
+        assert Memory.objects.count() == 1
