@@ -31,13 +31,12 @@ class StrictSerializer(serializers.Serializer):
             ]
             if wrong:
                 raise serializers.ValidationError({name: ["Wrong type."] for name in wrong})
-        return super().to_internal_value(data)
-
-    def validate(self, attrs):
-        unknown = set(getattr(self, "initial_data", {}) or {}) - set(self.fields)
+        value = super().to_internal_value(data)
+        # Here rather than in validate(): one serializer can then check many items (run_validation).
+        unknown = set(data) - set(self.fields)
         if unknown:
             raise serializers.ValidationError({name: ["Unknown field."] for name in sorted(unknown)})
-        return attrs
+        return value
 
 
 class CursorFilterSerializer(serializers.Serializer):

@@ -153,9 +153,10 @@ class MemoryBulkCreateApi(APIView):
             )
         results: list = [None] * len(items)
         valid = {}  # input index → the item's fields
+        serializer = MemoryInputSerializer()  # one for every item: building one copies its 17 fields
         for index, item in enumerate(items):
             try:
-                valid[index] = _validated(MemoryInputSerializer, item)
+                valid[index] = serializer.run_validation(item)
             except DrfValidationError as exc:
                 results[index] = exc
         for index, outcome in zip(
