@@ -15,7 +15,17 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
-SECTIONS = ["machine", "retrieval_quality", "api_latency", "pii", "write_path", "load_test", "jobs", "web_stack"]
+SECTIONS = [
+    "machine",
+    "retrieval_quality",
+    "api_latency",
+    "pii",
+    "write_path",
+    "bulk_profile",
+    "load_test",
+    "jobs",
+    "web_stack",
+]
 
 
 def _cpu_model() -> str:

@@ -146,3 +146,11 @@ def test_another_tenants_items_never_meet_ours(api_client, other_client, tenant,
     assert theirs[0]["memory"]["id"] != mine["id"] and theirs[1]["memory"]["id"] == theirs[0]["memory"]["id"]
     with tenant_context(other_tenant.id):
         assert Memory.objects.count() == 1
+
+
+def test_a_request_whose_every_item_is_refused_stores_nothing(api_client, tenant):
+    results = _bulk(api_client, [_note("x", kind="rumour"), {"scope": "user", "user": "u1"}, "not an object"])
+    assert [r["status"] for r in results] == [400, 400, 400]
+    assert results[1]["error"]["fields"] == {"text": ["This field is required."]}
+    with tenant_context(tenant.id):
+        assert not Memory.objects.exists() and not AuditEvent.objects.filter(action="offload").exists()
