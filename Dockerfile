@@ -30,4 +30,5 @@ USER app
 
 EXPOSE 8000
 
-CMD ["uvicorn", "memory_service.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--no-access-log", "--log-config", "memory_service/uvicorn_logging.json"]
+# One web process per CPU core unless WEB_CONCURRENCY says otherwise (README, "Settings").
+CMD ["sh", "-c", "exec uvicorn memory_service.asgi:application --host 0.0.0.0 --port 8000 --no-access-log --log-config memory_service/uvicorn_logging.json --workers \"${WEB_CONCURRENCY:-$(nproc)}\""]

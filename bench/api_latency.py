@@ -40,6 +40,7 @@ def percentiles(samples: list[float]) -> tuple[float, float, float]:
 def seed(count: int) -> str:
     from memory_service.memories.embedding import embed_memories, pending_memory_ids
     from memory_service.memories.services import memory_create
+    from tenants.access import Principal
     from tenants.context import tenant_context
     from tenants.services import tenant_create, token_create
 
@@ -48,11 +49,13 @@ def seed(count: int) -> str:
         tenant=tenant, actor="system:bench", name="bench", permissions=["memory:read", "memory:write"]
     )
     rng = random.Random(7)
+    principal = Principal.operator(tenant=tenant, actor="system:bench")
     with tenant_context(tenant.id):
         for i in range(count):
             topic, action = rng.choice(TOPICS), rng.choice(ACTIONS)
             memory_create(
-                token=issued.token, scope="repository", repository=f"repo-{i % 4}", kind=rng.choice(["lesson", "note"]),
+                principal=principal, scope="repository", repository=f"repo-{i % 4}",
+                kind=rng.choice(["lesson", "note"]),
                 text=f"Note {i}: for the {topic} we decided to {action} it after incident {rng.randint(1, 999)}.",
             )  # fmt: skip
         ids = pending_memory_ids(tenant_id=str(tenant.id), limit=count)

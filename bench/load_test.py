@@ -35,6 +35,7 @@ def seed(memories: int) -> list[dict]:
     """Three tenants of different sizes, each with a token and embedded memories in 4 repositories."""
     from memory_service.memories.embedding import embed_memories, pending_memory_ids
     from memory_service.memories.services import memory_create
+    from tenants.access import Principal
     from tenants.context import tenant_context
     from tenants.services import tenant_create, token_create
 
@@ -44,11 +45,12 @@ def seed(memories: int) -> list[dict]:
         tenant = tenant_create(slug=f"load-{index}-{int(time.time())}")
         token = token_create(tenant=tenant, actor="system:bench", name="load",
                              permissions=["memory:read", "memory:write"])  # fmt: skip
+        principal = Principal.operator(tenant=tenant, actor="system:bench")
         with tenant_context(tenant.id):
             for i in range(int(memories * share)):
                 topic, action = rng.choice(TOPICS), rng.choice(ACTIONS)
                 memory_create(
-                    token=token.token, scope="repository", repository=f"repo-{i % 4}",
+                    principal=principal, scope="repository", repository=f"repo-{i % 4}",
                     kind=rng.choice(["lesson", "note", "decision", "conclusion"]),
                     text=f"Note {i}: for the {topic} we decided to {action} it after incident {rng.randint(1, 999)}.",
                 )  # fmt: skip

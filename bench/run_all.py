@@ -28,6 +28,7 @@ BENCHMARKS = {
     "web_stack": [PY, "bench/web_stack.py", "--memories", "1000"],
     "write_path": [PY, "bench/write_path.py", "--rate", "50", "--seconds", "45", "--samples", "400"],
     "bulk_profile": [PY, "bench/bulk_profile.py", "--requests", "6", "--size", "500"],
+    "bulk_ingest": [PY, "bench/bulk_ingest.py", "--requests", "3", "--size", "500"],
     "jobs": [PY, "bench/jobs.py", "--sizes", "10000,50000", "--refreshes", "30"],
     "load_test": [PY, "bench/load_test.py", "--memories", "1500", "--seconds", "20"],
     "perf_search": [PY, "bench/perf_search.py", "--sizes", "10000", "--budget-min", "20"],

@@ -22,6 +22,7 @@ SECTIONS = [
     "pii",
     "write_path",
     "bulk_profile",
+    "bulk_ingest",
     "load_test",
     "jobs",
     "web_stack",

@@ -472,6 +472,14 @@ def ensure_demo_tenant() -> str | None:
         ).raw
 
 
+def web_concurrency() -> int:
+    """Web server processes: ``WEB_CONCURRENCY``, else one per CPU core. One process serves a
+    request at a time on one core (its CPU work holds the interpreter), so with a single process
+    four agents searching at once wait behind each other while the other cores idle."""
+    value = os.environ.get("WEB_CONCURRENCY", "").strip()
+    return int(value) if value else (os.cpu_count() or 1)
+
+
 def stack_commands(profile: Profile, port: int) -> dict[str, list[str]]:
     """The long-running processes of the stack, in start order."""
     bin_dir = Path(PYTHON).parent
@@ -489,6 +497,8 @@ def stack_commands(profile: Profile, port: int) -> dict[str, list[str]]:
             "--no-access-log",
             "--log-config",
             str(BASE_DIR / "memory_service" / "uvicorn_logging.json"),
+            "--workers",
+            str(web_concurrency()),
         ],  # fmt: skip
     }
 
@@ -536,7 +546,7 @@ def command_run(args: argparse.Namespace) -> int:
         for connection in connections.all():
             connection.close_pool()
 
-        step("Starting the Celery worker, Celery beat and the web server")
+        step(f"Starting the Celery worker, Celery beat and {web_concurrency()} web processes (WEB_CONCURRENCY)")
         env = os.environ | {"ENV_FILE": str(profile.env_file), "OMP_WAIT_POLICY": "PASSIVE"}
         for name, argv in stack_commands(profile, port).items():
             supervisor.spawn(name, argv, env)
