@@ -4,6 +4,8 @@ Never the machine's shared Redis or the suite's database.
 """
 
 import json
+import os
+import signal
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -126,6 +128,12 @@ class PrivatePostgres:
 
     def stop(self) -> None:
         devstack.pg_stop(self.profile)
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster, as a crash or the kernel's OOM killer would: no shutdown
+        checkpoint; its backends notice and exit; the next ``start`` runs crash recovery."""
+        pid = int((self.profile.pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
