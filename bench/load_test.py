@@ -4,7 +4,7 @@
 
 Seeds three tenants (embedded memories), starts uvicorn (``WEB_CONCURRENCY`` processes) and a
 Celery worker as ``make run`` does, then drives the API from a second process: closed-loop clients,
-70 % search, 25 % writes, 5 % other reads (list, read one, decisions, context). Each level runs for
+70 % search (``--search-share``), 25 % writes, 5 % other reads (list, read one, decisions, context). Each level runs for
 ``--seconds``; the run stops after the first level whose p95 passes 200 ms, or after the last
 level (bounded in time and requests). Afterwards every acknowledged write is looked up in the
 database. Uses its own embedded PostgreSQL (port 54335, data in .data/loadtest) and Redis db 10.
@@ -61,7 +61,9 @@ def seed(memories: int) -> list[dict]:
     return tenants
 
 
-def drive_level(url: str, tenants: list[dict], concurrency: int, seconds: float, seed_value: int) -> dict:
+def drive_level(
+    url: str, tenants: list[dict], concurrency: int, seconds: float, seed_value: int, search_share: float = 0.70
+) -> dict:
     """``concurrency`` closed-loop clients (threads, one connection each) for ``seconds``; every
     request's kind, latency and status."""
     from concurrent.futures import ThreadPoolExecutor
@@ -81,11 +83,11 @@ def drive_level(url: str, tenants: list[dict], concurrency: int, seconds: float,
                 roll = local.random()
                 started = time.perf_counter()
                 try:
-                    if roll < 0.70:
+                    if roll < search_share:
                         kind = "search"
                         body = {"query": f"{local.choice(TOPICS)} {local.choice(ACTIONS)}", "repository": repository}
                         response = http.post("/api/v1/search", headers=headers, json=body)
-                    elif roll < 0.95:
+                    elif roll < search_share + (1 - search_share) * 25 / 30:
                         kind = "write"
                         text = (
                             f"Load {n}-{len(samples)}: {local.choice(TOPICS)} {local.choice(ACTIONS)} {local.random()}"
@@ -119,7 +121,7 @@ def drive(args) -> None:
     # Warm-up, not reported: every web process loads the embedding model and fills its pool.
     drive_level(args.url, tenants, 4, 10, 0)
     for level, concurrency in enumerate(int(c) for c in args.levels.split(",")):
-        result = drive_level(args.url, tenants, concurrency, args.seconds, level + 1)
+        result = drive_level(args.url, tenants, concurrency, args.seconds, level + 1, args.search_share)
         print(json.dumps(result), flush=True)
         latencies = [ms for _, ms, _ in result["samples"]]
         if latencies and percentiles(latencies)[1] > P95_LIMIT_MS:
@@ -187,6 +189,9 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=1500)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--levels", default="1,2,4,8,16,32")
+    parser.add_argument(
+        "--search-share", type=float, default=0.70, help="share of searches; the rest 25:5 writes and other reads"
+    )
     parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "load_test.md"))
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
@@ -215,7 +220,8 @@ def main() -> None:
         try:
             driver = subprocess.run(
                 [sys.executable, __file__, "--drive", "--url", f"http://127.0.0.1:{PORT}", "--tenants-file",
-                 str(tenants_file), "--levels", args.levels, "--seconds", str(args.seconds)],
+                 str(tenants_file), "--levels", args.levels, "--seconds", str(args.seconds),
+                 "--search-share", str(args.search_share)],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
         finally:
@@ -255,13 +261,14 @@ def main() -> None:
         "## Load test: mixed traffic at rising concurrency",
         "",
         f"Command: `.venv/bin/python bench/load_test.py --memories {args.memories} --seconds {args.seconds:g} "
-        f"--levels {args.levels} --web-workers {args.web_workers}` — {datetime.now():%Y-%m-%d %H:%M}, "
+        f"--levels {args.levels} --web-workers {args.web_workers} --search-share {args.search_share:g}` — "
+        f"{datetime.now():%Y-%m-%d %H:%M}, "
         f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before and {load_after[0]:.1f} after. "
         f"Three tenants (60/30/10 % of {args.memories} embedded memories, seeded in {seeded_s:.0f} s), "
         f"{args.web_workers} uvicorn processes and one Celery worker (concurrency 2) on the same machine as "
-        "PostgreSQL; closed-loop clients in a second process after a 10 s warm-up; 70 % search, 25 % write, "
-        "5 % list/read/decisions/context; each level runs its time and the run stops after the first level whose p95 "
-        f"passes {P95_LIMIT_MS} ms.",
+        "PostgreSQL; closed-loop clients in a second process after a 10 s warm-up; "
+        f"{args.search_share:.0%} search, the rest 25:5 writes and list/read/decisions/context; each level runs its "
+        f"time and the run stops after the first level whose p95 passes {P95_LIMIT_MS} ms.",
         "",
         "| clients | requests | req/s | p50 ms | p95 ms | p99 ms | search p95 ms | write p95 ms | errors |",
         "|---|---|---|---|---|---|---|---|---|",
