@@ -398,7 +398,7 @@ def _record_created(principal: Principal, created: list[tuple[Memory, _Write]]) 
                     "author": user_pseudonym(memory.author),
                     "bytes": len(memory.text.encode()),
                     "pii": write.pii,
-                },  # fmt: skip
+                },
             )
             for memory, write in created
         ],
@@ -457,8 +457,8 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     """``memory_create`` of each item (a dict of its ``fields``), in order: the list holds each
     item's result, or the error that refused it, and no item's error changes another's outcome.
 
-    The outcome is that of one ``memory_create`` per item; the work is batched: every string of
-    every item masked in one pass of the name tier, two lookups for the repeats of all items, one
+    The outcome is that of one ``memory_create`` per item; the work is batched: the free-text
+    fields of every item masked in one pass of each tier, two lookups for the repeats of all items, one
     insert each for the new memories, their audit events and their activity rows, and embedding
     tasks of up to ``EMBEDDING_TASK_IDS`` memories. An item that supersedes others is written on its
     own, in its place; a batch that loses a race to a concurrent write is written again item by
@@ -490,7 +490,6 @@ def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict:
     try:
         with transaction.atomic():
             stored = _Stored.for_writes(principal, [write for _index, write in run])
-            now = timezone.now()
             created = []
             for index, write in run:
                 try:
@@ -501,7 +500,7 @@ def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict:
                 if existing is not None:
                     results[index] = MemoryWriteResult(memory=existing, created=False, pii=write.pii)
                     continue
-                memory = _new_memory(principal, write, now)
+                memory = _new_memory(principal, write, timezone.now())  # later items, later times
                 stored.add(memory)
                 created.append((memory, write))
                 results[index] = MemoryWriteResult(memory=memory, created=True, pii=write.pii)

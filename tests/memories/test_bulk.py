@@ -49,6 +49,8 @@ def test_each_item_gets_the_outcome_a_single_write_would_give(api_client, write,
     assert results[3]["error"]["fields"] == {"external_id": ["Already used with a different body."]}
     assert results[1]["error"]["fields"] == {"kind": ["Not a valid choice."]}
     assert results[9]["memory"]["user"] == "u2" and results[0]["memory"]["status"] == "current"
+    created_at = [results[i]["memory"]["created_at"] for i in (0, 6, 9)]
+    assert created_at == sorted(created_at) and len(set(created_at)) == 3  # input order, as one by one
     with tenant_context(tenant.id):
         assert Memory.objects.count() == 2 + 3
         created = {
