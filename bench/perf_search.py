@@ -197,8 +197,9 @@ def phase(
             f"   {name}: q={value['queries']} scope p50={value['scope_rows_p50']} max={value['scope_rows_max']} "
             f"app recall={value['recall_app']} app {value['app_ms']['p50']}/{value['app_ms']['p95']} ms, "
             f"exact {value['exact_ms']['p50']}/{value['exact_ms']['p95']} ms, hnsw(app) "
-            f"{value['hnsw ef=100 relaxed (app)']['recall']} "
-            f"{value['hnsw ef=100 relaxed (app)']['ms']['p50']}/{value['hnsw ef=100 relaxed (app)']['ms']['p95']} ms"
+            f"{value['hnsw ef=200 relaxed (app)']['recall']} "
+            f"{value['hnsw ef=200 relaxed (app)']['ms']['p50']}/{value['hnsw ef=200 relaxed (app)']['ms']['p95']} ms, "
+            f"HNSW-path plans reading the index: {value['hnsw_plans_using_index']}"
         )
     save_results(results)
 

@@ -4,6 +4,11 @@ Deterministic for a given seed. Tenant sizes are skewed (tenant 0 holds 10 % of 
 rest follow a shifted power law down to a long tail of small tenants); users and repositories
 per tenant are fixed (a team does not grow with its memory) and chosen by Zipf weights, so each
 tenant has a hot repository and a few heavy users.
+
+From ``MONO_FROM`` rows on, one more tenant ("bench-mono") keeps ``MONO_SHARE`` of the corpus,
+most of it in one repository: every search of it spans more than 100,000 vectors, past the
+covering index's limit, so it takes the HNSW path that smaller corpora never reach. The other
+tenants share the rest as before.
 """
 
 from __future__ import annotations
@@ -16,6 +21,10 @@ import numpy as np
 
 N_TENANTS = 100
 BIG_SHARE = 0.10  # tenant 0
+MONO_FROM = 1_000_000
+MONO_SHARE = 0.15  # tenant N_TENANTS, from MONO_FROM rows on
+MONO_CLASS = "monorepo (15%, HNSW)"
+MONO_SCOPE_WEIGHTS = {"user": 0.17, "repository": 0.80, "session": 0.03}
 TAIL_EXPONENT = 2.0
 TAIL_SHIFT = 10.0
 SCOPE_WEIGHTS = {"user": 0.40, "repository": 0.55, "session": 0.05}
@@ -41,12 +50,19 @@ def tenant_shares() -> np.ndarray:
     return np.concatenate([[BIG_SHARE], tail])
 
 
+def mono_rows(total: int) -> int:
+    """The monorepo tenant's rows in a corpus of ``total`` rows."""
+    return int(total * MONO_SHARE) if total >= MONO_FROM else 0
+
+
 def tenant_sizes(total: int) -> list[int]:
-    """Rows per tenant for a corpus of ``total`` rows (each ≥ 1, summing to ``total``)."""
-    shares = tenant_shares()
-    sizes = np.maximum(1, np.floor(shares * total)).astype(int)
-    sizes[0] += total - sizes.sum()  # rounding goes to the big tenant
-    return sizes.tolist()
+    """Rows per tenant for a corpus of ``total`` rows, summing to ``total``: each of the
+    ``N_TENANTS`` ≥ 1, then the monorepo tenant's (0 below ``MONO_FROM``)."""
+    mono = mono_rows(total)
+    rest = total - mono
+    sizes = np.maximum(1, np.floor(tenant_shares() * rest)).astype(int)
+    sizes[0] += rest - sizes.sum()  # rounding goes to the big tenant
+    return [*sizes.tolist(), mono]
 
 
 def zipf_weights(n: int, s: float = 1.0) -> np.ndarray:
@@ -62,10 +78,12 @@ class TenantSpec:
     repositories: list[str]
     user_weights: np.ndarray = field(repr=False)
     repo_weights: np.ndarray = field(repr=False)
+    scope_weights: dict[str, float] = field(default_factory=lambda: SCOPE_WEIGHTS)
 
 
 def tenant_specs(reference_total: int = 1_000_000) -> list[TenantSpec]:
-    """Users and repositories per tenant, sized by the tenant's share of a 1M corpus."""
+    """Users and repositories per tenant, sized by the tenant's share of a 1M corpus; the last
+    spec is the monorepo tenant (six users, one repository)."""
     specs = []
     for i, share in enumerate(tenant_shares()):
         rows = share * reference_total
@@ -88,7 +106,26 @@ def tenant_specs(reference_total: int = 1_000_000) -> list[TenantSpec]:
                 repo_weights=zipf_weights(n_repos),
             )
         )
+    rng = random.Random(1000 + N_TENANTS)
+    users = [f"mono-{rng.choice(FIRST_NAMES)}{k}" for k in range(6)]
+    specs.append(
+        TenantSpec(
+            index=N_TENANTS,
+            slug="bench-mono",
+            users=users,
+            repositories=["platform-monorepo"],
+            user_weights=zipf_weights(len(users)),
+            repo_weights=zipf_weights(1),
+            scope_weights=MONO_SCOPE_WEIGHTS,
+        )
+    )
     return specs
+
+
+def tenant_class(index: int, rows: int, total: int) -> str:
+    """The class a tenant's searches are reported under: the monorepo's own, else by its share of
+    the other tenants' rows."""
+    return MONO_CLASS if index == N_TENANTS else size_class(rows, total - mono_rows(total))
 
 
 def size_class(rows: int, total: int) -> str:
@@ -542,7 +579,7 @@ class Row:
 def make_rows(spec: TenantSpec, count: int, seed: int) -> list[Row]:
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
-    scopes = rng.choices(list(SCOPE_WEIGHTS), weights=list(SCOPE_WEIGHTS.values()), k=count)
+    scopes = rng.choices(list(spec.scope_weights), weights=list(spec.scope_weights.values()), k=count)
     kinds = rng.choices(list(KIND_WEIGHTS), weights=list(KIND_WEIGHTS.values()), k=count)
     user_idx = nprng.choice(len(spec.users), size=count, p=spec.user_weights)
     repo_idx = nprng.choice(len(spec.repositories), size=count, p=spec.repo_weights)

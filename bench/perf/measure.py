@@ -51,11 +51,11 @@ def workload(specs, tenants: dict, total: int, n: int, seed: int, *, stratified:
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
     sizes = corpus.tenant_sizes(total)
-    classes = [corpus.size_class(s, total) for s in sizes]
+    classes = [corpus.tenant_class(i, s, total) for i, s in enumerate(sizes)]
     picks: list[int] = []
     if stratified:
-        for cls in sorted(set(classes)):
-            members = [i for i, c in enumerate(classes) if c == cls]
+        for cls in sorted({c for c, s in zip(classes, sizes, strict=True) if s}):
+            members = [i for i, c in enumerate(classes) if c == cls and sizes[i]]
             picks += [rng.choice(members) for _ in range(n)]
     else:
         picks = rng.choices(range(len(specs)), weights=sizes, k=n)
@@ -501,13 +501,32 @@ def _explain_text(cap: dict) -> str:
 
 # --- recall and alternatives -----------------------------------------------------------------
 
+# The app's own setting (candidates._hnsw_candidates) is ef_search 200 with relaxed iterative scan.
 HNSW_VARIANTS = [
     ("hnsw ef=40 relaxed", 40, "relaxed_order"),
-    ("hnsw ef=100 relaxed (app)", 100, "relaxed_order"),
-    ("hnsw ef=200 relaxed", 200, "relaxed_order"),
+    ("hnsw ef=100 relaxed", 100, "relaxed_order"),
+    ("hnsw ef=200 relaxed (app)", 200, "relaxed_order"),
     ("hnsw ef=400 relaxed", 400, "relaxed_order"),
-    ("hnsw ef=100 no iterative", 100, "off"),
+    ("hnsw ef=200 no iterative", 200, "off"),
 ]
+HNSW_INDEX = "memory_embedding_usem3_hnsw"
+
+
+class KnnPlans:
+    """An execute wrapper that EXPLAINs every k-NN statement of the vector table right after it ran,
+    on the same cursor (so under the same ``SET LOCAL`` settings), and keeps the index names each
+    plan reads."""
+
+    def __init__(self):
+        self.indexes: list[list[str]] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if "<=>" in sql and "memories_memoryembedding" in sql:
+            raw = context["cursor"].cursor  # the driver's cursor: past the wrappers
+            raw.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+            self.indexes.append(sorted(set(_plan_indexes(raw.fetchone()[0][0]["Plan"]))))
+        return result
 
 
 def _dense_qs(scoped, token, vector, backend):
@@ -578,6 +597,20 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             app = found.dense
             row["app_ms"] = (time.perf_counter() - t) * 1000  # the one statement, plus HNSW for large scopes
             row["app_path"] = found.path
+            if found.path == "hnsw":  # the same search again, its k-NN statement explained as it ran
+                plans = KnnPlans()
+                with connection.execute_wrapper(plans):
+                    again = C.find_candidates(
+                        scoped=scoped,
+                        owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
+                        principal=token,
+                        vector=vector,
+                        backend=backend,
+                        tsquery="",
+                        recent_kinds=(),
+                    )
+                row["hnsw_plan_indexes"] = plans.indexes
+                row["hnsw_plan_used_index"] = again.path == "hnsw" and any(HNSW_INDEX in p for p in plans.indexes)
         app_sorted = sorted(((i, 1 - s) for i, s in app.items()), key=lambda x: x[1])
         with tenant_tx(item["tenant_id"]):
             token_obj = authenticate_principal(item["token"])
@@ -640,6 +673,9 @@ def summarise_recall(rows: list[dict]) -> dict:
         }
         for metric in ("count_ms", "capped_count_ms", "app_ms", "exact_ms"):
             entry[metric] = summary([m[metric] for m in members])
+        hnsw_rows = [m for m in members if m["app_path"] == "hnsw"]
+        using = sum(1 for m in hnsw_rows if m.get("hnsw_plan_used_index"))
+        entry["hnsw_plans_using_index"] = f"{using} of {len(hnsw_rows)}"
         recalls = [m["recall_app"] for m in members if m["recall_app"] is not None]
         entry["recall_app"] = round(statistics.fmean(recalls), 4) if recalls else None
         entry["recall_app_min"] = round(min(recalls), 2) if recalls else None

@@ -4,6 +4,8 @@ On the production path: committed data (a transactional test database) and side 
 so the dense stage runs on a side connection as it does in the service (``retrieval.side``).
 """
 
+import json
+
 import pytest
 from django.test import override_settings
 
@@ -275,9 +277,21 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
     monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 1)  # too many vectors for the covering index
     monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # and for an exact scan
     calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
-    found = search(api_client, query="how often do we rotate keys", top=1)
+    plans = []
+
+    def explain_knn(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if "<=>" in sql and "memories_memoryembedding" in sql:  # the k-NN statement, as it just ran
+            raw = context["cursor"].cursor  # the driver's cursor: past the wrappers
+            raw.execute("EXPLAIN (FORMAT JSON) " + sql, params)
+            plans.append(json.dumps(raw.fetchone()[0]))
+        return result
+
+    with connection.execute_wrapper(explain_knn):
+        found = search(api_client, query="how often do we rotate keys", top=1)
     assert calls == ["_hnsw_candidates"]
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
+    assert len(plans) == 1 and '"Index Name": "memory_embedding_usem3_hnsw"' in plans[0]  # the index, not a scan
     with connection.cursor() as cursor:
         cursor.execute("SHOW enable_sort")
         assert cursor.fetchone()[0] == "on"
