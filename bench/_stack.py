@@ -64,13 +64,21 @@ def _recreate_database(profile, values) -> None:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(name, sql.Identifier(devstack.OWNER_ROLE)))
 
 
-def write_section(path, lines: list[str]) -> None:
-    """Write a benchmark's RESULTS.md section to ``path`` (see bench/update_results.py) and print it."""
+def write_section(path, lines: list[str], figures: list[tuple[str, str, str]] = ()) -> None:
+    """Write a benchmark's RESULTS.md section to ``path`` and print it; and, next to it
+    (``<name>.json``), its headline ``figures`` — (what, figure, target) rows — with the commit, the
+    command and the time, from which ``update_results`` builds the summary tables of RESULTS.md and
+    the README."""
+    import json
     from pathlib import Path
+
+    from bench.update_results import run_facts
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
+    facts = run_facts() | {"figures": [list(row) for row in figures]}
+    out.with_suffix(".json").write_text(json.dumps(facts, indent=1) + "\n")
     print("\n".join(lines))
 
 

@@ -151,10 +151,11 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=30)
-    rows = []
+    rows, figures = [], []
     for name, samples in (("REST `POST /api/v1/search`", rest), ("MCP `tools/call search_memory`", mcp)):
         p50, p95, p99 = percentiles(samples)
         rows.append(f"| {name} | {len(samples)} | {p50:.1f} | {p95:.1f} | {p99:.1f} |")
+        figures.append((f"{name}, {args.memories:,} memories, warm", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", ""))
     report = [
         "## API latency: REST search and MCP tool calls",
         "",
@@ -169,7 +170,7 @@ def main() -> None:
         *rows,
         "",
     ]
-    write_section(args.out, report)
+    write_section(args.out, report, figures)
 
 
 if __name__ == "__main__":

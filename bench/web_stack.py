@@ -108,10 +108,15 @@ def main() -> None:
         "| request | handler | n | p50 / p95 / p99 ms |",
         "|---|---|---|---|",
     ]
+    medians = {}
     for (kind, app_name), samples in times.items():
         p50, p95, p99 = percentiles(samples)
+        medians[(kind, app_name)] = p50
         report.append(f"| {kind} | {app_name} | {len(samples)} | {p50:.1f} / {p95:.1f} / {p99:.1f} |")
-    write_section(args.out, report)
+    asgi, wsgi = list(apps)
+    change = ", ".join(f"{kind} {medians[(kind, asgi)]:.1f} → {medians[(kind, wsgi)]:.1f} ms" for kind in kinds)
+    figures = [("web stack in process, p50: Django's ASGI handler → its WSGI handler in a2wsgi (deployed)", change, "")]
+    write_section(args.out, report, figures)
 
 
 if __name__ == "__main__":

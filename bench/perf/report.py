@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench.perf import measure
+from bench.perf import corpus, measure
 from bench.perf.load import GIN_INDEX
 
 # The full-text index, and its names in corpora loaded before migrations 0009 and 0006.
@@ -485,7 +485,32 @@ def section(results: dict) -> str:
     return "\n".join(out)
 
 
+def headline_figures(results: dict) -> list[tuple[str, str, str]]:
+    """The summary rows of this run: REST search and write at each size, and the HNSW scopes' recall."""
+    rows = []
+    for size, e in _sizes(results):
+        if "rest_search" not in e:
+            continue
+        rs, rw = e["rest_search"]["overall"], e.get("rest_write", {}).get("overall", {})
+        target = "p50 ≤ 30 ms, p95 ≤ 80 ms" if size >= 1_000_000 else "p50 ≤ 20 ms" if size == 10_000 else ""
+        rows.append((f"REST search at {size:,} memories, one client", f"p50 {_f(rs.get('p50'))} ms, "
+                     f"p95 {_f(rs.get('p95'))} ms", target))  # fmt: skip
+        if rw:
+            rows.append((f"REST write at {size:,} memories", f"p50 {_f(rw.get('p50'))} ms", "p50 ≤ 40 ms"))
+        mono = e.get("recall", {}).get(corpus.MONO_CLASS)
+        if mono:
+            rows.append((
+                f"vector recall@10 against an exact scan, scopes of {_f(mono['scope_rows_p50'], 0)} vectors "
+                f"(HNSW path) at {size:,}",
+                f"{_f(mono['recall_app'], 3)} (min {_f(mono['recall_app_min'], 2)}); plans reading the index: "
+                f"{mono.get('hnsw_plans_using_index', '—')}; k-NN p50 {_f(mono['app_ms']['p50'])} ms",
+                "≥ 0.95",
+            ))  # fmt: skip
+    return rows
+
+
 def write(results: dict) -> None:
+    _write_figures(results)
     plot(results)
     text = section(results)
     existing = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
@@ -496,3 +521,20 @@ def write(results: dict) -> None:
     else:
         new = existing.rstrip() + "\n\n" + text + "\n"
     RESULTS_MD.write_text(new)
+
+
+def _write_figures(results: dict) -> None:
+    """``bench/results/perf_search.json``, read by ``bench/update_results.py`` for the summaries."""
+    import json
+
+    git = results.get("git", {})
+    facts = {
+        "commit": git.get("head", "unknown"),
+        "dirty": any(line.strip() for line in git.get("dirty_app_files", [])),
+        "command": results.get("command", "").removeprefix("cd /work/main && "),
+        "date": results.get("date", ""),
+        "figures": [list(row) for row in headline_figures(results)],
+    }
+    out = ROOT / "bench" / "results" / "perf_search.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(facts, indent=1) + "\n")

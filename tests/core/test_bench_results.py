@@ -1,0 +1,65 @@
+"""`make bench`'s summaries: built from the figures each benchmark left, naming their commits."""
+
+import json
+
+from bench import update_results as results
+
+
+def _figures(directory, name, *, commit="abc1234", dirty=False, rows=(("search p50", "20.1 ms", "≤ 20 ms"),)):
+    facts = {"commit": commit, "dirty": dirty, "command": f"bench/{name}.py", "date": "2026-12-04 14:00 UTC"}
+    (directory / f"{name}.json").write_text(json.dumps(facts | {"figures": [list(r) for r in rows]}))
+    (directory / f"{name}.md").write_text(f"## {name}\n\nits section\n")
+
+
+def _paths(tmp_path, monkeypatch):
+    out = tmp_path / "results"
+    out.mkdir()
+    monkeypatch.setattr(results, "RESULTS_DIR", out)
+    monkeypatch.setattr(results, "RESULTS_MD", tmp_path / "RESULTS.md")
+    monkeypatch.setattr(results, "README_MD", tmp_path / "README.md")
+    (tmp_path / "RESULTS.md").write_text(
+        "# Benchmark results\n\n## Summary\n\n<!-- summary: begin -->\nold\n<!-- summary: end -->\n\nprose kept\n"
+    )
+    (tmp_path / "README.md").write_text(
+        "# x\n\n<!-- bench-summary: begin -->\n| typed | 1 |\n<!-- bench-summary: end -->\n\nafter\n"
+    )
+    return out
+
+
+def test_the_summaries_of_results_and_readme_are_built_from_the_figures_files(tmp_path, monkeypatch):
+    out = _paths(tmp_path, monkeypatch)
+    _figures(out, "api_latency", rows=(("REST search", "p50 33.9 ms", ""),))
+    _figures(out, "jobs", rows=(("export", "15,000 memories/s", ""), ("refresh", "p50 21 ms", "")))
+
+    updated = results.update_results(["api_latency", "jobs"])
+
+    document = (tmp_path / "RESULTS.md").read_text()
+    readme = (tmp_path / "README.md").read_text()
+    assert "old" not in document and "prose kept" in document
+    assert "| REST search | p50 33.9 ms | — | `api_latency` (abc1234) |" in document
+    assert document.index("REST search") < document.index("| export |") < document.index("| refresh |")
+    assert "its section" in document  # the sections themselves, between their markers
+    assert "| typed | 1 |" not in readme and "after" in readme
+    assert "| export | 15,000 memories/s | — |" in readme
+    assert "Every section comes from commit `abc1234` with a clean tree." in readme
+    assert "README" in updated
+
+
+def test_sections_from_other_commits_or_a_dirty_tree_are_named(tmp_path, monkeypatch):
+    out = _paths(tmp_path, monkeypatch)
+    _figures(out, "api_latency", commit="abc1234")
+    _figures(out, "jobs", commit="def5678", dirty=True)
+
+    results.update_results([])
+
+    readme = (tmp_path / "README.md").read_text()
+    assert "**Not from one commit** — `abc1234`: api_latency; `def5678`: jobs." in readme
+    assert "Run with uncommitted changes: jobs." in readme
+    assert "`jobs` (def5678, uncommitted changes)" in (tmp_path / "RESULTS.md").read_text()
+
+
+def test_a_run_knows_its_commit_and_command(monkeypatch):
+    monkeypatch.setattr("sys.argv", [str(results.BENCH / "jobs.py"), "--sizes", "10000"])
+    facts = results.run_facts()
+    assert facts["command"] == ".venv/bin/python bench/jobs.py --sizes 10000"
+    assert len(facts["commit"]) >= 7 and isinstance(facts["dirty"], bool)
