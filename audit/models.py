@@ -7,7 +7,7 @@ from tenants.models import TenantQuerySet
 
 
 class Action(models.TextChoices):
-    """The one list of audited actions (DESIGN.md, REST API)."""
+    """The one list of audited actions (README, "The audit trail")."""
 
     OFFLOAD = "offload"
     RETRIEVE = "retrieve"

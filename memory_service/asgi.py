@@ -6,8 +6,8 @@ a2wsgi; the MCP server is mounted beside it (see memory_service.mcp_server.app).
 Why WSGI inside an ASGI server: every view and middleware of the API is synchronous. Django's
 ASGI handler hands each synchronous middleware's ``process_request`` and ``process_response`` to
 a thread and back, a dozen hops per request; the WSGI handler runs the whole request in one
-thread, once. Measured in process, the same requests: ``/healthz`` p50 6.0 → 1.7 ms, a search
-42 → 31 ms (bench/RESULTS.md, "Web stack").
+thread, once: several milliseconds less per request, measured in process on the same requests
+(bench/RESULTS.md, "Web stack").
 """
 
 import os

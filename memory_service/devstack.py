@@ -198,8 +198,8 @@ def shared_buffers_mb() -> int:
     """A quarter of the machine's memory, between 128 MB and 8 GB, set at every start.
 
     The usual rule for a dedicated server. At 1M memories the vectors alone are 2.6 GB; with the
-    former 256 MB each search copied its scope's pages from the OS cache again: candidate stage
-    p50 60 → 45 ms, p95 325 → 185 ms with 6 GB on a 24 GB machine (bench/RESULTS.md).
+    former 256 MB each search copied its scope's pages from the OS cache again (bench/RESULTS.md,
+    "Search performance").
     """
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -210,9 +210,8 @@ def shared_buffers_mb() -> int:
 
 # glibc's malloc in every PostgreSQL process: keep freed memory (up to 64 MB) for the next query
 # instead of giving it back to the kernel and faulting it in again, page by page, on every
-# statement. Measured at 1M memories: REST search p50 0.5-1.9 ms lower and p95 1.3-3.2 ms lower
-# (3 of 3 alternating pairs), and a repeated full-text statement of the largest tenant took 2304
-# page faults without, 0 with (bench/perf/analysis.md). The mmap threshold may not exceed 32 MB.
+# statement: lower REST search latency at 1M memories, and no page faults on a repeated full-text
+# statement (bench/perf/analysis.md). The mmap threshold may not exceed 32 MB.
 PG_MALLOC_ENV = {
     "MALLOC_MMAP_THRESHOLD_": str(32 * 1024 * 1024),
     "MALLOC_TRIM_THRESHOLD_": str(64 * 1024 * 1024),

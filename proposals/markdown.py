@@ -1,6 +1,6 @@
 """AGENTS.md as text: its headings, where an approved addition goes, and the diff a reviewer reads.
 
-Only ``##`` and ``###`` headings are sections a proposal may name (seed 002 puts ``### Always``,
+Only ``##`` and ``###`` headings are sections a proposal may name (AGENTS.md files put ``### Always``,
 ``### Ask First`` and ``### Never`` under ``## Boundaries``). Headings inside fenced code blocks
 are not headings. Nothing here touches the database.
 """
@@ -115,7 +115,7 @@ def find_section(text: str, section: Section) -> Heading | None:
 
 
 def entry_lines(addition: str, on: date) -> list[str]:
-    """The addition as a list item marked as an agent's, with the date (seed 002's convention)."""
+    """The addition as a list item marked as an agent's, with the date (the AGENTS.md convention)."""
     lines = addition.strip().splitlines()
     first = _BULLET_RE.sub("", lines[0], count=1)
     return [f"- {AGENT_MARK} Added {on.isoformat()}: {first}", *(f"  {line.strip()}" for line in lines[1:])]

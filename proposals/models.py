@@ -1,4 +1,4 @@
-"""AGENTS.md documents, their versions, and the proposals agents file against them (seed 002 §2-2, §4-3).
+"""AGENTS.md documents, their versions, and the proposals agents file against them.
 
 Agents never edit a document: they file a ``Proposal``; a human approves it in the admin, which
 creates a new ``AgentsDocumentVersion``. Every version is kept, with who made it and from which

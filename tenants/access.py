@@ -5,7 +5,7 @@ person in the admin, for an operator's command, or for a job acting as one user 
 every service and selector, which ask the functions below. REST views, MCP tools, admin actions,
 commands and tasks only build it and pass it on; none of them holds a rule of its own.
 
-Permissions say what a principal may do (DESIGN.md "Permissions"); bindings say where, and are a
+Permissions say what a principal may do (README, "Tenants, tokens and administrators"); bindings say where, and are a
 whitelist on every read and write:
 
 - bound to a user U (and maybe to repositories R): U's user and session scopes, and repository

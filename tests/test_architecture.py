@@ -1,4 +1,4 @@
-"""Structural rules that keep tenancy and access in one place (STYLE.md).
+"""Structural rules that keep tenancy and access in one place (README, "How tenancy is enforced").
 
 Interfaces — REST views, MCP tools, admin classes, management commands and Celery tasks — only
 build a principal and call services and selectors: no ORM query and no access rule of their own.

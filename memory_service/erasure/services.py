@@ -1,4 +1,4 @@
-"""Erasure of one user's data in a tenant (DESIGN.md "Erasure").
+"""Erasure of one user's data in a tenant (README, "Exports, erasure and retention").
 
 Removes the memories the user wrote or owns in every scope, with their vectors and supersession
 links, the user's activity rows, the stored session-context digests that may quote them, and every

@@ -13,7 +13,7 @@ from tenants.models import Tenant, TenantQuerySet
 
 
 class Scope(models.TextChoices):
-    """Where a memory belongs (seed 002): one person, one codebase, or one working session."""
+    """Where a memory belongs: one person, one codebase, or one working session."""
 
     USER = "user"
     REPOSITORY = "repository"
@@ -199,7 +199,7 @@ class Memory(models.Model):
 
 
 class ReviewQueueMemory(Memory):
-    """Raw memories waiting for a human (seed 004's raw → validated), as the admin's review queue."""
+    """Raw memories waiting for a human (raw → validated), as the admin's review queue."""
 
     class Meta:
         proxy = True
@@ -316,7 +316,7 @@ class OwnerLexicalStats(models.Model):
 
 
 class ActivityLog(models.Model):
-    """One search or write (seed 000 §6.4): masked query and filters, hits, best distances, latency."""
+    """One search or write: masked query and filters, hits, best distances, latency."""
 
     class Operation(models.TextChoices):
         SEARCH = "search"

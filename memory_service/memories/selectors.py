@@ -138,7 +138,7 @@ def decision_index(*, principal: Principal, repository: str, limit: int) -> tupl
 
 
 def activity_list(*, principal: Principal, filters: dict) -> QuerySet[ActivityLog]:
-    """The tenant's search and write activity, newest first (search analytics, seed 000 §6.4).
+    """The tenant's search and write activity, newest first (search analytics).
 
     Activity spans every user and repository: a bound principal is refused (403)."""
     require_unbound(principal, "Activity")

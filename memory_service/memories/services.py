@@ -1,4 +1,4 @@
-"""Every write to memories goes through these functions (DESIGN.md "Write path").
+"""Every write to memories goes through these functions (README, "Memories and search").
 
 validate → mask every free-text field → store → audit → commit → enqueue the embedding (ids only).
 The raw text lives only in the request's memory: what is stored, queued, logged or audited is

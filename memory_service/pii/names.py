@@ -407,9 +407,8 @@ def _sudachi_kind(pos: tuple[str, ...], surface: str) -> str | None:
 def english_pipeline() -> Language | None:
     """The English NER pipeline from the installed model package, or None when it is not installed.
 
-    Its layers multiply matrices with numpy (OpenBLAS) rather than thinc's default, blis: 20-25 %
-    faster on a note here (6.2 against 8.0 ms for 260 characters, one BLAS thread or two), the
-    same entities."""
+    Its layers multiply matrices with numpy (OpenBLAS) rather than thinc's default, blis: faster
+    on a note, the same entities (bench/RESULTS.md, "PII name tier: write latency")."""
     if not spacy.util.is_package(ENGLISH_MODEL):
         return None
     with use_ops("numpy", use_blis=False):

@@ -2,9 +2,9 @@
 
 Django registers a ``timestamptz`` loader written in Python (``psycopg_any.BaseTzLoader``, built on
 psycopg's pure-Python loader) to give every datetime its configured time zone. A search reads
-~70 timestamps and a page of the memory list ~250; at ~6 µs each that was ~0.5 ms of a search
-(bench/perf/analysis.md). ``CTimestamptzLoader`` parses with the C loader of ``psycopg[binary]``
-and converts to the same time zone, so values are identical.
+~70 timestamps and a page of the memory list ~250, each parsed in Python (bench/perf/analysis.md).
+``CTimestamptzLoader`` parses with the C loader of ``psycopg[binary]`` and converts to the same
+time zone, so values are identical.
 """
 
 from django.conf import settings

@@ -210,7 +210,7 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
     # The owners' vectors are counted from the narrow index (at most COVERING_MAX_ROWS + 1), and
     # only when there are no more than COVERING_MAX_ROWS is their range of the covering index read:
     # each distance computed once, the nearest kept by a bounded sort. Counting in the same pass
-    # cost a materialised copy of the range (p50 +1 ms, p95 +3 ms at 1M; bench/perf/analysis.md).
+    # cost a materialised copy of the range (bench/perf/analysis.md).
     # Each of the nearest is then checked against the scope's filter by its primary key (OFFSET 0:
     # see _text_statement).
     owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"

@@ -2,7 +2,7 @@
 
 Runs of CJK characters (kanji, kana, CJK punctuation excluded) are indexed as overlapping
 character bigrams — "接続エラー" → "接続 続エ エラ ラー" — so any two-character fragment of a
-query finds them (seed 004). Other text is lower-cased words reduced to their English stems
+query finds them. Other text is lower-cased words reduced to their English stems
 (Snowball: "classes", "class" → "class"; "driving" → "drive"), indexed with PostgreSQL's
 ``simple`` configuration, which keeps each term as given. The memory's date is part of the
 document, so "March 2024" or "2024-03" can find it. Stems gained 0.05 of recall@10 for BM25 alone

@@ -1,4 +1,4 @@
-"""Hybrid retrieval (DESIGN.md "Retrieval contract").
+"""Hybrid retrieval (README, "Memories and search").
 
 1. Candidates (``retrieval.candidates``): full-text matches (CJK bigrams) found on the request's
    connection while, on a helper thread, the query is embedded and its exact vector k-NN in the

@@ -1,7 +1,7 @@
-"""The session context (seed 000 §6.3): a markdown digest of what an agent should know at the start.
+"""The session context: a markdown digest of what an agent should know at the start.
 
 For (user U, repository R, optionally session S): U's profile and preferences (at most the first
-200 rendered lines, seed 002), pinned high-priority lessons, the latest lessons and conclusions,
+200 rendered lines), pinned high-priority lessons, the latest lessons and conclusions,
 R's current decisions with their status, and S's notes. Memory text is data: each memory is
 one list line (``retrieval.render.digest_line``) with its title, its text and the titles in its
 annotation escaped into that line, so no memory can add a heading, a line or an instruction block

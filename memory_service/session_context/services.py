@@ -4,7 +4,7 @@ A write marks the digests it affects dirty in Redis (with the time) and queues a
 task per digest. The task waits until the writes pause for SESSION_CONTEXT_DEBOUNCE_SECONDS (at
 most MAX_WAIT_SECONDS), then renders once under an atomic Redis lock; a write that lands during the
 render marks the digest again and queues one more run. So a burst costs one render, two if a write
-lands mid-render, and the last write is never missed (seed 000's try-lock alone would drop it). If
+lands mid-render, and the last write is never missed (a try-lock alone would drop it). If
 Redis is down, the write still succeeds; the digest is rendered when next read.
 """
 

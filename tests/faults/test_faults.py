@@ -1,5 +1,5 @@
 """A write that returned 2xx is never lost, whatever happens to Redis, the worker, the database or
-the embedder (DESIGN.md, invariant 4). Each test breaks only what it started itself."""
+the embedder. Each test breaks only what it started itself."""
 
 import json
 import os

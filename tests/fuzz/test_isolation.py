@@ -304,7 +304,8 @@ class IsolationMachine(RuleBasedStateMachine):
             return (actor.admin or actor.key in filers) and repository_ok
         if canary.what == "agents_md":
             return repository_ok
-        # The table of DESIGN.md "Permissions", written out here, not imported from the service.
+        # The permission table (README, "Tenants, tokens and administrators"), written out here, not
+        # imported from the service.
         if canary.scope == "repository":
             return repository_ok
         if actor.user:  # user and session scope: the bound user's own only
