@@ -203,26 +203,34 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
     """The dense stage of ``scope`` for ``vector`` over the covering index (``covering_path``) in
     one statement; its rows are what ``add_dense_candidates`` takes.
 
-    Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``),
-    the number of nearest vectors read, then one row per candidate (its cosine distance,
-    ``_FACT_COLUMNS``), or one row of nulls.
+    Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``; or
+    their number of memories when that is already past it), the number of nearest vectors read,
+    then one row per candidate (its cosine distance, ``_FACT_COLUMNS``), or one row of nulls.
     """
-    # The owners' vectors are counted from the narrow index (at most COVERING_MAX_ROWS + 1), and
-    # only when there are no more than COVERING_MAX_ROWS is their range of the covering index read:
+    # The owners' memories are counted first, from their one row each in OwnerLexicalStats: past
+    # COVERING_MAX_ROWS (a monorepo) nothing else is read and the search takes another path. Else
+    # their vectors are counted from the narrow index (at most COVERING_MAX_ROWS + 1), and only
+    # when there are no more than COVERING_MAX_ROWS is their range of the covering index read:
     # each distance computed once, the nearest kept by a bounded sort. Counting in the same pass
     # cost a materialised copy of the range (bench/perf/analysis.md).
     # Each of the nearest is then checked against the scope's filter by its primary key (OFFSET 0:
     # see _text_statement).
     owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"
+    limit = int(COVERING_MAX_ROWS)
     sql = f"""
-        WITH range_rows AS MATERIALIZED (
-            SELECT count(*) AS n FROM (
-                SELECT 1 FROM memories_scopevector v WHERE {owners} LIMIT {int(COVERING_MAX_ROWS) + 1}) capped),
+        WITH owner_memories AS MATERIALIZED (
+            SELECT coalesce(sum(s.documents), 0) AS n FROM memories_ownerlexicalstats s
+            WHERE s.tenant_id = %s AND s.owner_key = ANY(%s)),
+        range_rows AS MATERIALIZED (
+            SELECT CASE WHEN (SELECT n FROM owner_memories) > {limit} THEN (SELECT n FROM owner_memories)
+                        ELSE (SELECT count(*) FROM (
+                                  SELECT 1 FROM memories_scopevector v WHERE {owners} LIMIT {limit + 1}) capped)
+                   END AS n),
         nearest AS MATERIALIZED (
             SELECT memory_id, distance FROM (
                 SELECT v.memory_id, v.embedding <=> %s::halfvec AS distance
-                FROM memories_scopevector v WHERE {owners} LIMIT {int(COVERING_MAX_ROWS) + 1}) ranged
-            WHERE (SELECT n FROM range_rows) <= {int(COVERING_MAX_ROWS)}
+                FROM memories_scopevector v WHERE {owners} LIMIT {limit + 1}) ranged
+            WHERE (SELECT n FROM range_rows) <= {limit}
             ORDER BY distance LIMIT {int(NEAREST_READ)}),
         dense AS MATERIALIZED (
             SELECT nearest.memory_id AS id, nearest.distance
@@ -236,7 +244,9 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
     """
     owner_params = [tenant_id, backend.model_id, scope.owner_keys]
     half_vector = HalfVector(vector).to_text()
-    return sql, [*owner_params, half_vector, *owner_params, *scope.where_params, CANDIDATES]
+    return sql, [
+        tenant_id, scope.owner_keys, *owner_params, half_vector, *owner_params, *scope.where_params, CANDIDATES
+    ]  # fmt: skip
 
 
 def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:

@@ -297,6 +297,30 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
         assert cursor.fetchone()[0] == "on"
 
 
+def test_owners_with_more_memories_than_the_covering_index_reads_are_not_counted_again(
+    write, api_client, embed_all, monkeypatch
+):
+    from memory_service.retrieval import candidates as candidates_module
+    from memory_service.retrieval import search as search_module
+
+    for text in KEY_NOTES:
+        write(text=text, scope="repository", repository="r1")
+    embed_all()
+    write(text="Not embedded yet: tag releases from main", scope="repository", repository="r1")
+    monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 2)
+    dense_rows = []
+    original = search_module.add_dense_candidates
+    spy = lambda found, **kw: dense_rows.append(kw["rows"]) or original(found, **kw)  # noqa: E731
+    monkeypatch.setattr(search_module, "add_dense_candidates", spy)
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    found = search(api_client, query="how often do we rotate keys", top=1)
+    # Four memories, three with vectors: past the limit of two, the count is the owners' memories
+    # (from their statistics row), and no vector of the range is read.
+    assert [(rows[0][0], rows[0][1]) for rows in dense_rows] == [(4, 0)]
+    assert calls == ["_dense_exact"]  # the scope itself is small: an exact scan
+    assert found["items"][0]["text"] == "Rotate the signing keys yearly"
+
+
 def test_a_scope_between_the_covering_and_hnsw_limits_is_scanned_exactly(write, api_client, embed_all, monkeypatch):
     from memory_service.retrieval import candidates as candidates_module
 
