@@ -94,6 +94,29 @@ def _grow(size: int, *, real: bool, args, env: dict, specs, tenants, entry: dict
     return timings
 
 
+def measure_recall(size: int, *, args, specs, tenants, entry: dict, max_seconds: float) -> None:
+    """Vector recall@10 of the app's dense stage against an exact scan, and the HNSW variants,
+    ``--recall-per-class`` searches per tenant class (and as many more of the big tenant)."""
+    from bench.perf import measure
+
+    log("recall@10 and alternatives")
+    items = measure.workload(specs, tenants, size, args.recall_per_class, seed=size + 3, stratified=True)
+    big_items = measure.workload(specs, tenants, size, args.recall_per_class * 4, seed=size + 4)
+    big_items = [i for i in big_items if i["class"] == "big (10%)"][: args.recall_per_class]
+    recall = measure.recall_and_alternatives(items + big_items, max_seconds=max_seconds)
+    entry["recall"] = recall["summary"]
+    entry["recall_rows"] = recall["rows"]
+    app = "hnsw ef=200 relaxed (app)"
+    for name, value in recall["summary"].items():
+        log(
+            f"   {name}: q={value['queries']} scope p50={value['scope_rows_p50']} max={value['scope_rows_max']} "
+            f"app recall={value['recall_app']} app {value['app_ms']['p50']}/{value['app_ms']['p95']} ms, "
+            f"exact {value['exact_ms']['p50']}/{value['exact_ms']['p95']} ms, hnsw(app) {value[app]['recall']} "
+            f"{value[app]['ms']['p50']}/{value[app]['ms']['p95']} ms, "
+            f"HNSW-path plans reading the index: {value['hnsw_plans_using_index']}"
+        )
+
+
 def phase(
     size: int, *, args, env: dict, specs, tenants, results: dict, deadline: float, masker: str, state: dict
 ) -> None:
@@ -101,6 +124,7 @@ def phase(
 
     entry = results["sizes"].setdefault(str(size), {})
     entry["command"] = results["command"]
+    entry.pop("recall_run", None)
     entry["started"] = datetime.now(UTC).isoformat(timespec="seconds")
     entry["loadavg_before"] = Path("/proc/loadavg").read_text().split()[:3]
     real = size <= args.real_max
@@ -185,22 +209,9 @@ def phase(
             log(f"   {key}: {value}")
     save_results(results)
 
-    log("recall@10 and alternatives")
-    items = measure.workload(specs, tenants, size, args.recall_per_class, seed=size + 3, stratified=True)
-    big_items = measure.workload(specs, tenants, size, args.recall_per_class * 4, seed=size + 4)
-    big_items = [i for i in big_items if i["class"] == "big (10%)"][: args.recall_per_class]
-    recall = measure.recall_and_alternatives(items + big_items, max_seconds=min(300, max(60, left() - 200)))
-    entry["recall"] = recall["summary"]
-    entry["recall_rows"] = recall["rows"]
-    for name, value in recall["summary"].items():
-        log(
-            f"   {name}: q={value['queries']} scope p50={value['scope_rows_p50']} max={value['scope_rows_max']} "
-            f"app recall={value['recall_app']} app {value['app_ms']['p50']}/{value['app_ms']['p95']} ms, "
-            f"exact {value['exact_ms']['p50']}/{value['exact_ms']['p95']} ms, hnsw(app) "
-            f"{value['hnsw ef=200 relaxed (app)']['recall']} "
-            f"{value['hnsw ef=200 relaxed (app)']['ms']['p50']}/{value['hnsw ef=200 relaxed (app)']['ms']['p95']} ms, "
-            f"HNSW-path plans reading the index: {value['hnsw_plans_using_index']}"
-        )
+    measure_recall(
+        size, args=args, specs=specs, tenants=tenants, entry=entry, max_seconds=min(300, max(60, left() - 200))
+    )
     save_results(results)
 
     if args.alternatives and size == max(int(x) for x in args.sizes.split(",")):
@@ -288,6 +299,11 @@ def main() -> int:
         "--no-huge-pages", action="store_true", help="start PostgreSQL without reserving huge pages (4 kB pages)"
     )
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument(
+        "--recall-only",
+        action="store_true",
+        help="on the corpus already loaded (its size: --sizes), measure vector recall again and rewrite the report",
+    )
     parser.add_argument("--stop", action="store_true")
     args = parser.parse_args()
     args.keep_db = args.keep_db or args.load_only
@@ -312,20 +328,24 @@ def main() -> int:
     started = time.monotonic()
     deadline = started + args.budget_min * 60
     results = load_results()
-    results["command"] = "cd /work/main && .venv/bin/python bench/perf_search.py " + " ".join(sys.argv[1:])
-    results["date"] = datetime.now(UTC).isoformat(timespec="seconds")
-    results["machine"] = machine_facts()
-    results["git"] = {
-        "head": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
-        "dirty_app_files": subprocess.run(
-            ["git", "status", "--short", "--", "memory_service", "tenants", "audit"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        ).stdout.split("\n"),
+    run = {
+        "command": "cd /work/main && .venv/bin/python bench/perf_search.py " + " ".join(sys.argv[1:]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_facts(),
+        "git": {
+            "head": subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+            ).stdout.strip(),
+            "dirty_app_files": subprocess.run(
+                ["git", "status", "--short", "--", "memory_service", "tenants", "audit"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            ).stdout.split("\n"),
+        },
     }
+    if not args.recall_only:  # a recall run is recorded in its size's entry; the run it completes stays named
+        results |= run
     env = stack.start_database(huge_pages=not args.no_huge_pages)
     results["huge_pages"] = env["huge_pages"]
     state: dict = {"web": None}
@@ -341,6 +361,12 @@ def main() -> int:
         log(f"web server on 127.0.0.1:{stack.WEB_PORT} (pid {state['web'].pid})")
 
         sizes = [int(s) for s in args.sizes.split(",") if s]
+        if args.recall_only:
+            entry = results["sizes"][str(sizes[0])]
+            measure_recall(sizes[0], args=args, specs=specs, tenants=tenants, entry=entry, max_seconds=600)
+            entry["recall_run"] = {key: run[key] for key in ("command", "date", "git")}
+            save_results(results)
+            sizes = []
         if args.shrink:
             sizes.sort(reverse=True)
         results["app_dir"] = str(stack.APP_DIR)

@@ -440,6 +440,13 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
     return {"total": summary(totals), "parts": breakdown, "steps": by_step, "statements": queries, "captured": captured}
 
 
+def hnsw_settings(cursor, *, ef_search: int = 200, iterative: str = "relaxed_order") -> None:
+    """The planner settings of ``candidates._hnsw_candidates`` (the index forced), or a variant's."""
+    cursor.execute(f"SET LOCAL hnsw.iterative_scan = {iterative}")
+    cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
+    cursor.execute("SET LOCAL enable_sort = off")
+
+
 def sql_timings(captured: list[dict], repeats: int = 3) -> dict:
     """Re-run the captured vector, lexical and count SQL as the app role (tenant set, same SET LOCALs):
     client-timed median of ``repeats`` runs and EXPLAIN ANALYZE execution time, plus the plan's index."""
@@ -452,16 +459,14 @@ def sql_timings(captured: list[dict], repeats: int = 3) -> dict:
         for _ in range(repeats):
             with tenant_tx(cap["tenant_id"]), connection.cursor() as cur:
                 if cap["hnsw"] and cap["class"] == "vector k-NN":
-                    cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    cur.execute("SET LOCAL hnsw.ef_search = 100")
+                    hnsw_settings(cur)
                 t = time.perf_counter()
                 cur.execute(cap["sql"], cap["params"])
                 cur.fetchall()
                 times.append((time.perf_counter() - t) * 1000)
         with tenant_tx(cap["tenant_id"]), connection.cursor() as cur:
             if cap["hnsw"] and cap["class"] == "vector k-NN":
-                cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                cur.execute("SET LOCAL hnsw.ef_search = 100")
+                hnsw_settings(cur)
             cur.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + cap["sql"], cap["params"])
             plan = cur.fetchone()[0]
             plan = json.loads(plan) if isinstance(plan, str) else plan
@@ -493,8 +498,7 @@ def _explain_text(cap: dict) -> str:
 
     with tenant_tx(cap["tenant_id"]), connection.cursor() as cur:
         if cap["hnsw"] and cap["class"] == "vector k-NN":
-            cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cur.execute("SET LOCAL hnsw.ef_search = 100")
+            hnsw_settings(cur)
         cur.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + cap["sql"], cap["params"])
         return "\n".join(row[0] for row in cur.fetchall())
 
@@ -633,8 +637,7 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             with tenant_tx(item["tenant_id"]):
                 token_obj = authenticate_principal(item["token"])
                 with connection.cursor() as cur:
-                    cur.execute(f"SET LOCAL hnsw.iterative_scan = {mode}")
-                    cur.execute(f"SET LOCAL hnsw.ef_search = {ef}")
+                    hnsw_settings(cur, ef_search=ef, iterative=mode)
                 qs = _dense_qs(
                     Memory.objects.for_tenant(token_obj.tenant).filter(
                         S.scope_filter(

@@ -297,9 +297,17 @@ def section(results: dict) -> str:
             out.append("")
         rec = e.get("recall", {})
         if rec:
+            rerun = e.get("recall_run")
             out.append(
                 "Vector stage: recall@10 of the app's k-NN query against an exact scan, and the alternatives "
-                "(same queries; ms = client-timed SQL; 'short' = queries that got fewer than 10 rows):"
+                "(same queries; ms = client-timed SQL; 'short' = queries that got fewer than 10 rows; the HNSW "
+                "variants with the index forced, as the app runs it)"
+                + (
+                    f", measured again on the same corpus by `{rerun['command'].removeprefix('cd /work/main && ')}` "
+                    f"at `{rerun['git']['head']}` ({rerun['date']}):"
+                    if rerun
+                    else ":"
+                )
             )
             out.append("")
             out.append(

@@ -49,8 +49,8 @@ QUERIES = [
 ]
 
 
-def reference_bm25(documents: dict, query: str) -> dict:
-    """id → BM25 of ``query`` for every document holding one of its terms. ``documents``: id → terms."""
+def reference_bm25_with(documents: dict, query: str, *, tf) -> dict:
+    """``reference_bm25`` with each term's frequency replaced by ``tf(frequency)``."""
     terms = query_terms(query)
     count = len(documents)
     average = sum(len(d) for d in documents.values()) / count
@@ -60,14 +60,19 @@ def reference_bm25(documents: dict, query: str) -> dict:
         frequencies = Counter(document)
         score = 0.0
         for term in terms:
-            tf = frequencies.get(term, 0)
-            if not tf:
+            if not frequencies.get(term):
                 continue
+            f = tf(frequencies[term])
             idf = math.log(1 + (count - holding[term] + 0.5) / (holding[term] + 0.5))
-            score += idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * len(document) / average))
+            score += idf * f * (K1 + 1) / (f + K1 * (1 - B + B * len(document) / average))
         if score:
             scores[memory_id] = score
     return scores
+
+
+def reference_bm25(documents: dict, query: str) -> dict:
+    """id → BM25 of ``query`` for every document holding one of its terms. ``documents``: id → terms."""
+    return reference_bm25_with(documents, query, tf=lambda frequency: frequency)
 
 
 def service_rows(tenant, owner_keys: list[str], query: str) -> list[tuple]:
@@ -81,6 +86,19 @@ def service_rows(tenant, owner_keys: list[str], query: str) -> list[tuple]:
 
 def service_scores(tenant, owner_keys: list[str], query: str) -> dict:
     return {str(memory_id): rank for memory_id, rank, _ideal in service_rows(tenant, owner_keys, query)}
+
+
+def best_rows(tenant, owner_keys: list[str], query: str, *, max_rows: int, preselect: int | None = None) -> list:
+    """``memory_lexical_matches`` asked for its best ``max_rows`` as a search asks, with the
+    preselection's size set for the transaction when ``preselect`` is given."""
+    with tenant_context(tenant.id), connection.cursor() as cursor:
+        if preselect is not None:
+            cursor.execute("SELECT set_config('memory.lexical_preselect', %s, true)", [str(preselect)])
+        cursor.execute(
+            "SELECT id, rank, ideal FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), %s)",
+            [owner_keys, lexical_query(query), max_rows],
+        )
+        return [(str(memory_id), rank, ideal) for memory_id, rank, ideal in cursor.fetchall()]
 
 
 def reference_ideal(documents: dict, query: str) -> float:
@@ -193,3 +211,38 @@ def test_the_owner_counts_follow_writes_edits_and_deletions(corpus, api_client):
     assert reference_bm25(documents_of(corpus, user="u1"), "pottery") == pytest.approx(
         service_scores(corpus, ["user:u1"], "pottery"), rel=1e-5
     )
+
+
+@pytest.mark.parametrize("preselect", [None, 100])  # a small scope's exact path; two steps, all preselected
+@pytest.mark.parametrize("query", ["pottery bowl", "went really", "brother moving north"])
+def test_the_best_matches_of_a_query_are_its_exact_best_when_few(corpus, query, preselect):
+    """With no more matches than the preselection keeps, asking for the best few is exact."""
+    expected = reference_bm25(documents_of(corpus, user="u1"), query)
+    best = sorted(expected.items(), key=lambda item: (-item[1], item[0]))[:2]
+    found = best_rows(corpus, ["user:u1"], query, max_rows=2, preselect=preselect)
+    assert [memory_id for memory_id, _rank, _ideal in found] == [memory_id for memory_id, _score in best]
+    assert [rank for _id, rank, _ideal in found] == pytest.approx([score for _id, score in best], rel=1e-5)
+
+
+def test_past_the_preselection_the_best_once_each_are_scored_exactly(corpus):
+    """A preselection of one: the match with the best once-each score, with its exact score, even
+    where another ranks above it exactly (the longer note that says "pottery" twice)."""
+    documents = documents_of(corpus, user="u1")
+    query = "pottery"
+    once = reference_bm25_with(documents, query, tf=lambda frequency: 1)
+    exact = reference_bm25(documents, query)
+    preselected = min(once, key=lambda memory_id: (-once[memory_id], memory_id))  # as the statement orders
+    assert max(exact, key=exact.get) != preselected  # the case this test is about
+    found = best_rows(corpus, ["user:u1"], query, max_rows=1, preselect=1)
+    assert [memory_id for memory_id, _rank, _ideal in found] == [preselected]
+    assert found[0][1] == pytest.approx(exact[preselected], rel=1e-5)
+    assert found[0][2] == pytest.approx(reference_ideal(documents, query), rel=1e-5)
+    assert best_rows(corpus, ["user:u1"], query, max_rows=1)[0][0] == max(exact, key=exact.get)  # the default: exact
+
+
+def test_a_query_of_many_terms_and_a_full_scan_stay_exact(corpus):
+    documents = documents_of(corpus, user="u1")
+    many = "pottery bowl brother moving north town hiking trail steep glazing"  # more than eight terms
+    expected = reference_bm25(documents, many)
+    found = best_rows(corpus, ["user:u1"], many, max_rows=100, preselect=1)
+    assert {memory_id: rank for memory_id, rank, _ideal in found} == pytest.approx(expected, rel=1e-5)
