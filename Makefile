@@ -53,7 +53,7 @@ $(CHROMIUM):
 test: $(STAMP_DEV) $(CHROMIUM)
 	$(PY) -m memory_service.devstack test $(PYTEST_ARGS)
 
-# Every benchmark at a size that fits a 2-core machine (about 40 min); figures in bench/RESULTS.md.
+# Every benchmark at a size that fits a 2-core machine (about an hour); figures in bench/RESULTS.md.
 bench: $(STAMP_BENCH)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
