@@ -246,3 +246,16 @@ def test_a_query_of_many_terms_and_a_full_scan_stay_exact(corpus):
     expected = reference_bm25(documents, many)
     found = best_rows(corpus, ["user:u1"], many, max_rows=100, preselect=1)
     assert {memory_id: rank for memory_id, rank, _ideal in found} == pytest.approx(expected, rel=1e-5)
+
+
+def test_a_term_repeated_in_the_query_counts_once(corpus):
+    documents = documents_of(corpus, user="u1")
+    expected = reference_bm25(documents, "pottery")
+    with tenant_context(corpus.id), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('memory.lexical_preselect', '100', true)")
+        cursor.execute(
+            "SELECT id, rank FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), 10)",
+            [["user:u1"], f"{lexical_query('pottery')} | {lexical_query('pottery')}"],
+        )
+        found = {str(memory_id): rank for memory_id, rank in cursor.fetchall()}
+    assert found == pytest.approx(expected, rel=1e-5)

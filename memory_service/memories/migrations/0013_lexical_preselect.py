@@ -62,7 +62,9 @@ BEGIN
     IF coalesce(corpus_documents, 0) <= 0 THEN
         RETURN;
     END IF;
-    IF max_rows IS NOT NULL AND cardinality(lexemes) <= {PRESELECT_MAX_TERMS} THEN
+    -- (A term repeated in the query would be counted twice by the per-term columns: exact path.)
+    IF max_rows IS NOT NULL AND cardinality(lexemes) <= {PRESELECT_MAX_TERMS}
+       AND cardinality(lexemes) = (SELECT count(DISTINCT l) FROM unnest(lexemes) AS l) THEN
         preselect := nullif(current_setting('memory.lexical_preselect', true), '')::integer;
         IF preselect IS NULL AND corpus_documents > {PRESELECT_MIN_DOCUMENTS} THEN
             preselect := greatest({PRESELECT_MIN}, {PRESELECT_FACTOR} * max_rows);
