@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import operator
+import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -240,11 +241,13 @@ class _Write:
     supersedes: list[dict]
     dedup_key: str
     request_hash: str
+    started: float  # time.perf_counter() when the write (or its batch) began: its activity row's latency
 
 
 def _write_checked(
     *,
     principal: Principal,
+    started: float | None = None,
     text: str,
     scope: str,
     kind: str = Kind.NOTE,
@@ -263,7 +266,9 @@ def _write_checked(
     supersedes: list[dict] | None = None,
     name: str = "",
 ) -> _Write:
-    """A write validated and its free text masked; raises the write's 4xx. Reads no table."""
+    """A write validated and its free text masked; raises the write's 4xx. Reads no table.
+    ``started``: when its batch began (default: now)."""
+    started = time.perf_counter() if started is None else started
     require_permission(principal, Permission.MEMORY_WRITE)
     check_raw_text(text)
     if external_id:
@@ -295,7 +300,7 @@ def _write_checked(
     return _Write(
         owner=owner, values=masked.values, pii=masked.counts, kind=kind, priority=priority, lifecycle=lifecycle,
         external_id=external_id, occurred_at=occurred_at, valid_until=valid_until, name=name,
-        supersedes=supersedes or [], dedup_key=dedup_key, request_hash=request_hash,
+        supersedes=supersedes or [], dedup_key=dedup_key, request_hash=request_hash, started=started,
     )  # fmt: skip
 
 
@@ -403,16 +408,19 @@ def _record_created(principal: Principal, created: list[tuple[Memory, _Write]]) 
             for memory, write in created
         ],
     )
+    now = time.perf_counter()
     ActivityLog.objects.bulk_create(
         ActivityLog(
             tenant=principal.tenant,
             operation=ActivityLog.Operation.WRITE,
             client=principal.name,
             user=user_pseudonym(memory.author),
+            filters={"kind": memory.kind, "priority": memory.priority, "scope": memory.scope},
+            latency_ms=round((now - write.started) * 1000, 2),
             memory_ids=[memory.id],
             solved_query=memory.solved_query,
         )
-        for memory, _write in created
+        for memory, write in created
     )
     memories = [memory for memory, _write in created]
     _enqueue_embedding(memories)
@@ -465,13 +473,14 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     item. Runs in the caller's transaction.
     """
     require_permission(principal, Permission.MEMORY_WRITE)
+    started = time.perf_counter()  # each item's activity row counts the batch's time up to its insert
     results: list = [None] * len(items)
     checked: list[tuple[int, _Write]] = []
     free_text = [{name: item[name] for name in MASKED_FIELDS if name in item} for item in items]
     with masking_batch(tenant=principal.tenant, values=free_text):
         for index, item in enumerate(items):
             try:
-                checked.append((index, _write_checked(principal=principal, **item)))
+                checked.append((index, _write_checked(principal=principal, started=started, **item)))
             except ApplicationError as exc:
                 results[index] = exc
     # Runs of plain writes are stored together; a write that supersedes is stored alone.

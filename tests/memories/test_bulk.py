@@ -156,3 +156,21 @@ def test_a_request_whose_every_item_is_refused_stores_nothing(api_client, tenant
     assert results[1]["error"]["fields"] == {"text": ["This field is required."]}
     with tenant_context(tenant.id):
         assert not Memory.objects.exists() and not AuditEvent.objects.filter(action="offload").exists()
+
+
+def test_write_rows_in_the_activity_log_carry_kind_priority_and_the_time_taken(api_client, tenant):
+    single = api_client.post(
+        "/api/v1/memories",
+        {"scope": "repository", "repository": "r1", "kind": "lesson", "priority": "high", "text": "Pin the base image"},
+        format="json",
+    )
+    assert single.status_code == 201, single.content
+    _bulk(api_client, [_note("first of two", kind="preference"), _note("second of two", kind="decision")])
+    rows = api_client.get("/api/v1/activity", {"operation": "write"}).json()["results"]
+    by_memory = {row["memory_ids"][0]: row for row in rows}
+    first = by_memory[single.json()["id"]]
+    assert first["filters"] == {"kind": "lesson", "priority": "high", "scope": "repository"}
+    assert first["latency_ms"] > 0
+    bulk_rows = [row for row in rows if row["memory_ids"][0] != single.json()["id"]]
+    assert sorted(row["filters"]["kind"] for row in bulk_rows) == ["decision", "preference"]
+    assert all(row["filters"]["priority"] == "normal" and row["latency_ms"] > 0 for row in bulk_rows)
