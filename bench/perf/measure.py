@@ -6,6 +6,7 @@ REST API, or in-process through ``authenticate_principal`` inside a transaction,
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import random
@@ -588,8 +589,8 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
             t = time.perf_counter()
             row["capped_count"] = scoped[: C.EXACT_SCAN_MAX_ROWS + 1].count()
             row["capped_count_ms"] = (time.perf_counter() - t) * 1000
-            t = time.perf_counter()
-            found = C.find_candidates(
+            dense_stage = functools.partial(
+                C.find_candidates,
                 scoped=scoped,
                 owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
                 principal=token,
@@ -598,21 +599,15 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
                 tsquery="",
                 recent_kinds=(),
             )
+            t = time.perf_counter()
+            found = dense_stage()
             app = found.dense
             row["app_ms"] = (time.perf_counter() - t) * 1000  # the one statement, plus HNSW for large scopes
             row["app_path"] = found.path
             if found.path == "hnsw":  # the same search again, its k-NN statement explained as it ran
                 plans = KnnPlans()
                 with connection.execute_wrapper(plans):
-                    again = C.find_candidates(
-                        scoped=scoped,
-                        owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
-                        principal=token,
-                        vector=vector,
-                        backend=backend,
-                        tsquery="",
-                        recent_kinds=(),
-                    )
+                    again = dense_stage()
                 row["hnsw_plan_indexes"] = plans.indexes
                 row["hnsw_plan_used_index"] = again.path == "hnsw" and any(HNSW_INDEX in p for p in plans.indexes)
         app_sorted = sorted(((i, 1 - s) for i, s in app.items()), key=lambda x: x[1])

@@ -34,6 +34,24 @@ PRESELECT_MAX_TERMS = 8
 PRESELECT_MIN = 2000
 PRESELECT_FACTOR = 20
 
+# Shared by both paths: the owners' memories that hold a query term (read by the lexeme keys; the
+# tenant and owner of each row checked as filters), the exact scores of the terms' rows, and the
+# keys themselves.
+_MATCHES = """FROM public.memories_memory m
+             WHERE public.memory_owner_lexeme_keys(m.tenant_id, m.owner_key, m.search_vector) && $1
+               AND m.tenant_id IS NOT DISTINCT FROM $4 AND m.owner_key || '''' = ANY($6)
+             OFFSET 0"""
+_SCORED = f"""SELECT terms.id,
+                sum(frequency.idf * terms.tf * ({K1} + 1)
+                    / (terms.tf + {K1} * (1 - {B} + {B} * terms.lexical_length / $8)))::real AS rank,
+                (SELECT sum(idf) FROM frequency)::real AS ideal
+         FROM terms JOIN frequency USING (lexeme)
+         GROUP BY terms.id
+         ORDER BY rank DESC, terms.id LIMIT $3"""
+_KEYS = (
+    "ARRAY(SELECT public.memory_lexeme_key(tenant, k, lexeme) FROM unnest(owner_keys) AS k, unnest(lexemes) AS lexeme)"
+)
+
 LEXICAL_MATCHES = f"""
 CREATE OR REPLACE FUNCTION memory_lexical_matches(owner_keys text[], query tsquery, max_rows integer)
 RETURNS TABLE (id uuid, rank real, ideal real)
@@ -79,24 +97,14 @@ BEGIN
         RETURN QUERY EXECUTE
             'WITH hits AS MATERIALIZED (
                  SELECT m.id, m.lexical_length, ts_filter(setweight(m.search_vector, ''A'', $5), ''{{a}}'') AS found
-                 FROM public.memories_memory m
-                 WHERE public.memory_owner_lexeme_keys(m.tenant_id, m.owner_key, m.search_vector) && $1
-                   AND m.tenant_id IS NOT DISTINCT FROM $4 AND m.owner_key || '''' = ANY($6)
-                 OFFSET 0),
+                 {_MATCHES}),
              terms AS MATERIALIZED (
                  SELECT hits.id, hits.lexical_length, t.lexeme, coalesce(cardinality(t.positions), 1) AS tf
                  FROM hits CROSS JOIN LATERAL unnest(hits.found) AS t),
              frequency AS MATERIALIZED (
                  SELECT lexeme, ln(1 + ($7 - count(*) + 0.5) / (count(*) + 0.5)) AS idf FROM terms GROUP BY lexeme)
-             SELECT terms.id,
-                    sum(frequency.idf * terms.tf * ({K1} + 1)
-                        / (terms.tf + {K1} * (1 - {B} + {B} * terms.lexical_length / $8)))::real AS rank,
-                    (SELECT sum(idf) FROM frequency)::real AS ideal
-             FROM terms JOIN frequency USING (lexeme)
-             GROUP BY terms.id
-             ORDER BY rank DESC, terms.id LIMIT $3'
-            USING ARRAY(SELECT public.memory_lexeme_key(tenant, k, lexeme)
-                        FROM unnest(owner_keys) AS k, unnest(lexemes) AS lexeme),
+             {_SCORED}'
+            USING {_KEYS},
                   query, max_rows, tenant, lexemes, owner_keys, corpus_documents,
                   greatest(corpus_terms / corpus_documents, 1);
         RETURN;
@@ -112,10 +120,7 @@ BEGIN
     RETURN QUERY EXECUTE format(
         'WITH hits AS MATERIALIZED (
              SELECT m.id, m.lexical_length, %s
-             FROM public.memories_memory m
-             WHERE public.memory_owner_lexeme_keys(m.tenant_id, m.owner_key, m.search_vector) && $1
-               AND m.tenant_id IS NOT DISTINCT FROM $4 AND m.owner_key || '''' = ANY($6)
-             OFFSET 0),
+             {_MATCHES}),
          idf AS MATERIALIZED (
              SELECT ARRAY(SELECT CASE WHEN d.n > 0 THEN ln(1 + ($7 - d.n + 0.5) / (d.n + 0.5)) END
                           FROM unnest(held.n) WITH ORDINALITY AS d(n, o) ORDER BY d.o) AS w
@@ -131,15 +136,8 @@ BEGIN
              SELECT m.id, m.lexical_length, t.lexeme, coalesce(cardinality(t.positions), 1) AS tf
              FROM preselected JOIN public.memories_memory m ON m.id = preselected.id
              CROSS JOIN LATERAL unnest(ts_filter(setweight(m.search_vector, ''A'', $5), ''{{a}}'')) AS t)
-         SELECT terms.id,
-                sum(frequency.idf * terms.tf * ({K1} + 1)
-                    / (terms.tf + {K1} * (1 - {B} + {B} * terms.lexical_length / $8)))::real AS rank,
-                (SELECT sum(idf) FROM frequency)::real AS ideal
-         FROM terms JOIN frequency USING (lexeme)
-         GROUP BY terms.id
-         ORDER BY rank DESC, terms.id LIMIT $3', tests, counts, once)
-        USING ARRAY(SELECT public.memory_lexeme_key(tenant, k, lexeme)
-                    FROM unnest(owner_keys) AS k, unnest(lexemes) AS lexeme),
+         {_SCORED}', tests, counts, once)
+        USING {_KEYS},
               query, max_rows, tenant, lexemes, owner_keys, corpus_documents,
               greatest(corpus_terms / corpus_documents, 1), singles, preselect;
 END $$;
