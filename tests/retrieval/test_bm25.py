@@ -76,19 +76,15 @@ def reference_bm25(documents: dict, query: str) -> dict:
 
 
 def service_rows(tenant, owner_keys: list[str], query: str) -> list[tuple]:
-    with tenant_context(tenant.id), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, rank, ideal FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), NULL)",
-            [owner_keys, lexical_query(query)],
-        )
-        return cursor.fetchall()
+    """Every match of ``query``, as the scan of all matches asks."""
+    return best_rows(tenant, owner_keys, query, max_rows=None)
 
 
 def service_scores(tenant, owner_keys: list[str], query: str) -> dict:
     return {str(memory_id): rank for memory_id, rank, _ideal in service_rows(tenant, owner_keys, query)}
 
 
-def best_rows(tenant, owner_keys: list[str], query: str, *, max_rows: int, preselect: int | None = None) -> list:
+def best_rows(tenant, owner_keys: list[str], query: str, *, max_rows: int | None, preselect: int | None = None) -> list:
     """``memory_lexical_matches`` asked for its best ``max_rows`` as a search asks, with the
     preselection's size set for the transaction when ``preselect`` is given."""
     with tenant_context(tenant.id), connection.cursor() as cursor:
