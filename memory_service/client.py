@@ -16,7 +16,8 @@ Commands:
 
     memory-service context [--write PATH]   print (or write) the session context (SessionStart hook)
     memory-service search QUERY             search; prints the context block
-    memory-service note TEXT [--kind K]     record a memory
+    memory-service note TEXT [--kind K] [--scope S]
+                                            record a memory (scope by kind unless given)
     memory-service save-transcript FILE     extract memories from a chat transcript (Stop hook); FILE
                                             may be '-' for a hook's JSON on stdin
     memory-service mcp                      MCP over stdio, forwarded to the service (memory-service-mcp)
@@ -119,15 +120,18 @@ def command_search(args, config) -> None:
             print("(degraded: lexical search only)", file=sys.stderr)
 
 
-def _memory_body(config: dict, *, text: str, kind: str, priority: str = "normal") -> dict:
-    scope = "repository" if config["repository"] else "user"
-    body = {"text": text, "kind": kind, "priority": priority, "scope": scope}
+def _memory_body(config: dict, *, text: str, kind: str, priority: str = "normal", scope: str | None = None) -> dict:
+    """A memory to write. Without ``scope`` the service files it by kind (preferences and profile
+    under the user, the rest under the repository); outside a repository everything goes to the user."""
+    body = {"text": text, "kind": kind, "priority": priority}
+    if scope or not config["repository"]:
+        body["scope"] = scope or "user"
     body |= {k: config[k] for k in ("user", "repository") if config[k]}
     return body
 
 
 def command_note(args, config) -> None:
-    body = _memory_body(config, text=args.text, kind=args.kind, priority=args.priority)
+    body = _memory_body(config, text=args.text, kind=args.kind, priority=args.priority, scope=args.scope)
     with _http(config) as http:
         memory = _check(http.post("/api/v1/memories", json=body)).json()
     print(json.dumps({"id": memory["id"], "pii": memory["pii"]}))
@@ -274,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     note.add_argument("--kind", default="note", choices=["note", "lesson", "conclusion", "knowledge", "decision",
                                                          "preference", "profile", "idea"])  # fmt: skip
     note.add_argument("--priority", default="normal", choices=["normal", "high"])
+    note.add_argument(
+        "--scope", choices=["user", "repository", "session"],
+        help="default: user for preference and profile, repository for the other kinds (user outside a repository)",
+    )  # fmt: skip
     note.set_defaults(func=command_note)
     save = commands.add_parser("save-transcript", help="extract memories from a transcript (Stop hook)")
     save.add_argument("file", help="transcript file, or - for a hook's JSON input on stdin")

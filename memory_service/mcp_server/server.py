@@ -42,7 +42,12 @@ KindArg = Annotated[
 ]
 Kinds = Annotated[list[str], Field(description="Only these kinds", json_schema_extra={"items": {"enum": KINDS}})]
 ScopeArg = Annotated[
-    str, Field(description="Where it belongs", json_schema_extra={"enum": ["user", "repository", "session"]})
+    str | None,
+    Field(
+        description="Where it belongs. Default by kind: preference and profile to the user scope (the token's "
+        "user), every other kind to the repository scope",
+        json_schema_extra={"enum": ["user", "repository", "session", None]},
+    ),
 ]
 PriorityArg = Annotated[
     str, Field(description='"high" when the user corrected you', json_schema_extra={"enum": ["normal", "high"]})
@@ -139,7 +144,7 @@ def build_server() -> MCPServer:
     async def add_note(
         text: Annotated[str, Field(description="The memory itself: one lesson, conclusion, decision…")],
         kind: KindArg = "note",
-        scope: ScopeArg = "repository",
+        scope: ScopeArg = None,
         repository: Repository = "",
         user: User = "",
         session: Session = "",
@@ -155,7 +160,8 @@ def build_server() -> MCPServer:
         - When a discussion settles: kind "conclusion".
         - When a decision is made: kind "decision"; list the decisions it replaces in `supersedes`.
         - When a search led you to the fix: pass that query as `solved_query`.
-        Personal data and secrets are masked before anything is stored."""
+        Preferences and profile go to the user's own scope, everything else to the repository,
+        unless you pass `scope`. Personal data and secrets are masked before anything is stored."""
 
         def run(principal):
             result = memory_create(

@@ -244,12 +244,23 @@ class _Write:
     started: float  # time.perf_counter() when the write (or its batch) began: its activity row's latency
 
 
+#: Where a memory goes when the writer names no scope: what describes the person (preferences,
+#: profile) to the user's own scope, everything else (lessons, decisions, conclusions, notes…) to
+#: the repository, where every agent working on it finds it.
+USER_SCOPE_KINDS = frozenset({Kind.PREFERENCE, Kind.PROFILE})
+
+
+def default_scope(kind: str) -> str:
+    """The scope a memory of ``kind`` is written to when none is given."""
+    return Scope.USER if kind in USER_SCOPE_KINDS else Scope.REPOSITORY
+
+
 def _write_checked(
     *,
     principal: Principal,
     started: float | None = None,
     text: str,
-    scope: str,
+    scope: str | None = None,
     kind: str = Kind.NOTE,
     user: str = "",
     repository: str = "",
@@ -267,8 +278,10 @@ def _write_checked(
     name: str = "",
 ) -> _Write:
     """A write validated and its free text masked; raises the write's 4xx. Reads no table.
-    ``started``: when its batch began (default: now)."""
+    ``scope``: by default that of ``kind`` (``default_scope``); ``started``: when its batch began
+    (default: now)."""
     started = time.perf_counter() if started is None else started
+    scope = default_scope(kind) if scope is None else scope
     require_permission(principal, Permission.MEMORY_WRITE)
     check_raw_text(text)
     if external_id:
@@ -454,9 +467,10 @@ def memory_create(*, principal: Principal, **fields) -> MemoryWriteResult:
     """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
     exact duplicate text in the same scope owner (the existing memory is returned).
 
-    ``fields``: ``text`` and ``scope``, and optionally ``kind``, ``user``, ``repository``,
-    ``session``, ``priority``, ``title``, ``tags``, ``metadata``, ``solved_query``,
-    ``external_id``, ``occurred_at``, ``valid_until``, ``lifecycle``, ``supersedes``, ``name``.
+    ``fields``: ``text``, and optionally ``scope`` (by default that of the kind: ``default_scope``),
+    ``kind``, ``user``, ``repository``, ``session``, ``priority``, ``title``, ``tags``, ``metadata``,
+    ``solved_query``, ``external_id``, ``occurred_at``, ``valid_until``, ``lifecycle``,
+    ``supersedes``, ``name``.
     """
     return _create(principal, _write_checked(principal=principal, **fields))
 

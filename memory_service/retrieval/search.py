@@ -11,8 +11,9 @@
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
    held-out half (bench/RESULTS.md, "Retrieval quality").
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
-4. Order: pinned high-priority first, then fused score; a superseded memory never ranks above a
-   listed memory that replaces it (``replacements_first``).
+4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
+   score, then the recent additions; a superseded memory never ranks above a listed memory that
+   replaces it (``replacements_first``).
 5. Statuses (one rule, ``memories.status``), 6. the context block within budget, its every
    line — fences, annotations, escaped titles and texts — rendered by ``retrieval.render``,
 7. the activity log and the ``retrieve`` audit event.
@@ -162,6 +163,13 @@ def fuse(
     return scores
 
 
+def pinned_first(hits: list) -> list:
+    """``hits`` with the pinned ones (``is_pinned``) first, whichever stage found them (a validated
+    high-priority lesson that only the recency stage brought ranks above every unpinned match);
+    otherwise in their order. ``hits``: objects with ``memory`` (``Hit``)."""
+    return sorted(hits, key=lambda hit: not is_pinned(hit.memory))
+
+
 def replacements_first(hits: list) -> list:
     """``hits`` reordered so that no superseded memory (fully or in part) ranks above a memory of
     the list that replaces it: each such replacement moves up to just before it. Otherwise the
@@ -293,8 +301,7 @@ def memory_search(
     statuses = memory_statuses(principal=principal, memories=[h.memory for h in hits], links=links)
     for hit in hits:
         hit.status = statuses[hit.memory.id]
-    ranked_hits = [h for h in hits if "RECENT" not in h.markers]
-    hits = replacements_first(ranked_hits) + hits[len(ranked_hits) :]
+    hits = replacements_first(pinned_first(hits))
 
     context, _included = render_context([_context_item(h) for h in hits], budget_bytes)
     latency_ms = (time.perf_counter() - started) * 1000

@@ -22,7 +22,7 @@ def token():
     return make_token(make_tenant("acme"), permissions=["memory:read", "memory:write"]).raw
 
 
-def cli(live_server_url, token, *args, stdin=None, env=None):
+def cli(live_server_url, token, *args, stdin=None, env=None, cwd=None):
     settings = {"MEMORY_SERVICE_URL": live_server_url, "MEMORY_SERVICE_TOKEN": token}
     settings |= {"MEMORY_SERVICE_REPOSITORY": "r1", "MEMORY_SERVICE_USER": "u1"}
     environment = os.environ | settings | (env or {})
@@ -30,7 +30,7 @@ def cli(live_server_url, token, *args, stdin=None, env=None):
         environment.pop("MEMORY_SERVICE_LLM_URL", None)
     return subprocess.run(
         [sys.executable, "-m", "memory_service.client", *args], input=stdin, capture_output=True, text=True,
-        env=environment, timeout=120,
+        env=environment, timeout=120, cwd=cwd,
     )  # fmt: skip
 
 
@@ -70,6 +70,20 @@ def test_it_notes_searches_and_prints_or_writes_the_context(live_server_url, tok
     target = tmp_path / "memories" / "session_context.md"
     written = cli(live_server_url, token, "context", "--write", str(target))
     assert written.returncode == 0 and "Always run migrations" in target.read_text()
+
+
+def test_note_files_by_kind_unless_a_scope_is_given(live_server_url, token, tmp_path):
+    def scope_of(*args, env=None, cwd=None):
+        noted = cli(live_server_url, token, "note", *args, env=env, cwd=cwd)
+        assert noted.returncode == 0, noted.stderr
+        stored = client_for(token).get(f"/api/v1/memories/{json.loads(noted.stdout)['id']}").json()
+        return stored["scope"], stored["user"], stored["repository"]
+
+    assert scope_of("prefers terse answers", "--kind", "preference") == ("user", "u1", "")
+    assert scope_of("restart workers after deploy", "--kind", "lesson") == ("repository", "", "r1")
+    assert scope_of("prefers tabs", "--kind", "preference", "--scope", "repository") == ("repository", "", "r1")
+    outside = {"MEMORY_SERVICE_REPOSITORY": ""}  # and run outside any git repository
+    assert scope_of("check the logs first", "--kind", "lesson", env=outside, cwd=tmp_path) == ("user", "u1", "")
 
 
 def test_it_saves_marked_lines_of_a_transcript_without_a_model(live_server_url, token, tmp_path):

@@ -61,6 +61,23 @@ def test_it_finds_over_rest_a_note_added_over_mcp_and_the_reverse(live_server_ur
     assert "<memory " in found["context"]
 
 
+def test_add_note_files_by_kind_unless_a_scope_is_given(live_server_url, acme):
+    url = f"{live_server_url}/mcp/"
+    common = {"repository": "r1", "user": "u1"}
+    calls = [
+        ({"text": "prefers terse answers", "kind": "preference"}, ("user", "u1", "")),
+        ({"text": "restart workers after deploy", "kind": "lesson"}, ("repository", "", "r1")),
+        ({"text": "prefers tabs", "kind": "preference", "scope": "repository"}, ("repository", "", "r1")),
+    ]
+    for arguments, (scope, user, repository) in calls:
+        error, added = call(url, acme[1], "add_note", arguments | common)
+        assert error is False and added["created"] is True
+        stored = client_for(acme[1]).get(f"/api/v1/memories/{added['id']}").json()
+        assert (stored["scope"], stored["user"], stored["repository"]) == (scope, user, repository)
+    error, refused = call(url, acme[1], "add_note", {"text": "no owner", "kind": "lesson", "user": "u1"})
+    assert error is True and "repository" in refused
+
+
 def test_it_calls_every_tool(live_server_url, acme):
     url = f"{live_server_url}/mcp/"
     _, old = call(url, acme[1], "add_note", {"text": "Use MySQL", "kind": "decision", "repository": "r1"})

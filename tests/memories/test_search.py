@@ -149,6 +149,22 @@ def test_it_adds_the_newest_lessons_as_recent(write, api_client):
     assert [i["text"] for i in recent] == ["Lesson: always pin dependency versions"]
 
 
+def test_a_validated_high_priority_lesson_found_only_by_recency_ranks_first(write, api_client):
+    for n in range(5):
+        write(text=f"Knowledge {n}: the cache warms in {n + 2} minutes", kind="knowledge", scope="repository",
+              repository="r1")  # fmt: skip
+    lesson = write(text="Never deploy on Fridays", kind="lesson", priority="high", scope="repository",
+                   repository="r1").json()  # fmt: skip
+    write(text="Check the runbook before paging", kind="lesson", scope="repository", repository="r1")
+    assert api_client.post(f"/api/v1/memories/{lesson['id']}/promote").status_code == 200
+    result = search(api_client, query="how long does the cache take to warm")
+    texts = [i["text"] for i in result["items"]]
+    assert texts[0] == "Never deploy on Fridays" and result["items"][0]["markers"] == ["RECENT", "HIGH"]
+    assert sum(t.startswith("Knowledge") for t in texts) == 5  # every match still there, below it
+    assert texts.index("Check the runbook before paging") > texts.index("Knowledge 0: the cache warms in 2 minutes")
+    assert result["context"].index("Never deploy on Fridays") < result["context"].index("Knowledge")
+
+
 def test_it_pins_high_priority_but_not_an_unreviewed_repository_memory(write, api_client):
     write(text="pinned user preference about tabs", priority="high", kind="preference")
     write(text="unreviewed repository rule about tabs", priority="high", scope="repository", repository="r1")

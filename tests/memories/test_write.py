@@ -127,6 +127,51 @@ def test_it_refuses_text_over_the_limit_with_413(write, tenant):
         assert Memory.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("fields", "scope"),
+    [
+        ({"kind": "preference"}, "user"),
+        ({"kind": "profile"}, "user"),
+        ({"kind": "lesson"}, "repository"),
+        ({"kind": "decision"}, "repository"),
+        ({"kind": "conclusion"}, "repository"),
+        ({}, "repository"),  # a note
+        ({"kind": "preference", "scope": "repository"}, "repository"),  # a given scope wins
+        ({"kind": "lesson", "scope": "user"}, "user"),
+    ],
+)
+def test_it_files_a_memory_without_a_scope_by_its_kind(tenant, fields, scope):
+    client = client_for(make_token(tenant, user="u1").raw)
+    response = client.post("/api/v1/memories", {"text": "tabs, not spaces", "repository": "r1"} | fields, format="json")
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["scope"] == scope
+    assert (body["user"], body["repository"]) == {"user": ("u1", ""), "repository": ("", "r1")}[scope]
+    assert _stored(tenant, body["id"]).scope == scope
+
+
+def test_it_files_bulk_items_without_a_scope_by_their_kind(tenant):
+    client = client_for(make_token(tenant, user="u1").raw)
+    items = [{"text": "prefers short answers", "kind": "preference", "repository": "r1"},
+             {"text": "retry the flaky test once", "kind": "lesson", "repository": "r1"}]  # fmt: skip
+    results = client.post("/api/v1/memories/bulk", {"items": items}, format="json").json()["results"]
+    assert [(r["status"], r["memory"]["scope"]) for r in results] == [(201, "user"), (201, "repository")]
+
+
+def test_it_names_the_missing_owner_of_a_default_scope(tenant):
+    unbound = client_for(make_token(tenant).raw)
+    lesson = unbound.post("/api/v1/memories", {"text": "x", "kind": "lesson", "user": "u1"}, format="json")
+    assert lesson.status_code == 400 and lesson.json()["error"]["fields"] == {"repository": ["Required."]}
+    preference = unbound.post("/api/v1/memories", {"text": "x", "kind": "preference"}, format="json")
+    assert preference.status_code == 400 and preference.json()["error"]["fields"] == {"user": ["Required."]}
+    repositories_only = client_for(make_token(tenant, repositories=["r1"]).raw)
+    refused = repositories_only.post("/api/v1/memories", {"text": "x", "kind": "preference"}, format="json")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["fields"] == {"scope": ["Not allowed for this token."]}
+    with tenant_context(tenant.id):
+        assert Memory.objects.count() == 0
+
+
 def test_it_binds_a_user_token_to_its_user(tenant, write):
     write(text="u2 private preference", user="u2", kind="preference")
     bound = client_for(make_token(tenant, user="u1").raw)

@@ -33,7 +33,12 @@ def validate_metadata(value):
 
 class MemoryInputSerializer(StrictSerializer):
     text = serializers.CharField(max_length=MAX_RAW_TEXT_CHARS, trim_whitespace=False)
-    scope = serializers.ChoiceField(choices=Scope.choices)
+    scope = serializers.ChoiceField(
+        choices=Scope.choices,
+        required=False,
+        help_text="Where it belongs. Default by kind: `preference` and `profile` go to the user scope "
+        "(the token's user), every other kind to the repository scope.",
+    )
     kind = serializers.ChoiceField(choices=Kind.choices, default=Kind.NOTE)
     user = identifier_field()
     repository = identifier_field()
