@@ -9,6 +9,7 @@ endpoint can answer are added here in one place, so the schema cannot forget the
 """
 
 import re
+from http import HTTPStatus
 
 from django.conf import settings
 from drf_spectacular import openapi
@@ -153,4 +154,7 @@ class AutoSchema(openapi.AutoSchema):
             if str(code) not in responses:
                 responses[str(code)] = self._get_response_for_code(error_response(description), str(code))
         responses["429"].setdefault("headers", {})["Retry-After"] = RETRY_AFTER
+        for code, response in responses.items():
+            if not response.get("description"):  # a success the view did not word: its status phrase
+                response["description"] = HTTPStatus(int(code)).phrase
         return operation

@@ -98,6 +98,7 @@ def test_it_gives_every_operation_a_unique_camel_case_id_a_summary_and_a_descrip
         assert operation.get("summary", "").strip(), where
         assert operation.get("description", "").strip(), where
         assert len(operation["description"]) <= MAX_DESCRIPTION_CHARS, where
+        assert all(response["description"].strip() for response in operation["responses"].values()), where
     assert len(ids) == len(set(ids)) and len(ids) >= 26
     by_route = {(path, method): op["operationId"] for path, method, op in operations(document)}
     assert by_route[("/api/v1/search", "post")] == "searchMemories"
