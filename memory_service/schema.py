@@ -13,6 +13,7 @@ from http import HTTPStatus
 
 from django.conf import settings
 from drf_spectacular import openapi
+from drf_spectacular.drainage import get_override
 from drf_spectacular.utils import OpenApiResponse, extend_schema_serializer
 from rest_framework import serializers
 
@@ -106,9 +107,9 @@ class AutoSchema(openapi.AutoSchema):
 
     def _map_basic_serializer(self, serializer, direction):
         schema = super()._map_basic_serializer(serializer, direction)
-        # A component is described only by ``extend_schema_serializer(description=…)`` on its own
-        # class (not inherited), never by the class docstring, which speaks to the code's readers.
-        description = vars(type(serializer)).get("_spectacular_annotation", {}).get("description")
+        # A component is described only by ``extend_schema_serializer(description=…)``, never by
+        # the class docstring, which speaks to the code's readers.
+        description = get_override(serializer, "description")
         if description:
             schema["description"] = description
         else:

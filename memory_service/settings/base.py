@@ -248,11 +248,11 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "memory-service API",
     "DESCRIPTION": (
-        "Long-term memory for AI agents and the teams behind them: agents search before acting and record "
-        "lessons, conclusions and decisions in user, repository or session scopes; personal data is "
-        "masked before storage and every read is audited. Send `Authorization: Bearer <token>`: the token "
-        'decides the tenant, its permissions and its bindings. Errors are `{"error": {"code", '
-        '"message", "fields"}}`; lists are `{"results", "next"}`.'
+        "Long-term memory for AI agents and the teams behind them: agents search before acting and "
+        "record lessons, conclusions and decisions in user, repository or session scopes; personal data "
+        "is masked before storage, and every read and write is audited. Send `Authorization: Bearer "
+        '<token>`: the token decides the tenant, its permissions and its bindings. Errors are `{"error": '
+        '{"code", "message", "fields"}}`; lists are `{"results", "next"}`.'
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
