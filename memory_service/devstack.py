@@ -390,6 +390,16 @@ def common_settings(values: dict[str, str], database_url: str, admin_url: str, r
 # --- run --------------------------------------------------------------------------------------
 
 
+def run_settings(values: dict[str, str], database_url: str, admin_url: str, redis_url: str, port: int) -> dict:
+    """What ``run`` writes to ``.env``: the common settings, the web server's port, and the URL
+    clients reach it at (``PUBLIC_BASE_URL`` from the environment when set, else that port's)."""
+    public_base_url = os.environ.get("PUBLIC_BASE_URL") or f"http://127.0.0.1:{port}"
+    return common_settings(values, database_url, admin_url, redis_url) | {
+        "PORT": str(port),
+        "PUBLIC_BASE_URL": public_base_url,
+    }
+
+
 class Supervisor:
     """Child processes of ``run``; stops them all, in reverse order, on exit."""
 
@@ -525,8 +535,7 @@ def command_run(args: argparse.Namespace) -> int:
             supervisor.add("valkey", valkey)
 
         step(f"Writing the chosen settings to {profile.env_file.name}")
-        settings = common_settings(values, database_url, admin_url, redis_url) | {"PORT": str(port)}
-        write_env_file(profile.env_file, settings)
+        write_env_file(profile.env_file, run_settings(values, database_url, admin_url, redis_url, port))
         os.environ["ENV_FILE"] = str(profile.env_file)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_service.settings.base")
 

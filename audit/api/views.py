@@ -6,6 +6,7 @@ from audit.models import Action
 from audit.selectors import audit_event_list
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer
+from memory_service.schema import ADMIN
 from tenants.models import Permission
 
 
@@ -38,7 +39,18 @@ class AuditEventListApi(APIView):
         since = serializers.DateTimeField(required=False)
         until = serializers.DateTimeField(required=False)
 
-    @extend_schema(parameters=[FilterSerializer], responses=AuditEventOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="listAuditEvents",
+        summary="List audit events",
+        description=(
+            "The tenant's audit trail, newest first: who did what to which resources, with sizes and "
+            "counts but never content; user ids appear as keyed pseudonyms. Filter by action, actor, "
+            "resource or time. Needs `admin`."
+        ),
+        tags=[ADMIN],
+        parameters=[FilterSerializer],
+        responses=AuditEventOutputSerializer(many=True),
+    )
     def get(self, request):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)

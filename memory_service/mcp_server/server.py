@@ -101,14 +101,17 @@ class MemoryServer(MCPServer):
 
 
 def build_server() -> MCPServer:
-    base = settings.PUBLIC_BASE_URL.rstrip("/")
     mcp = MemoryServer(
         name="memory-service",
         instructions=INSTRUCTIONS,
         token_verifier=ApiTokenVerifier(),
-        auth=AuthSettings(
-            issuer_url=base, resource_server_url=f"{base}/mcp", required_scopes=[], validate_token_resource=False
-        ),
+        # Tokens are issued by this service (create_token, POST /api/v1/tokens), not by an OAuth
+        # authorization server. Protected-resource metadata must name at least one authorization
+        # server, so with none to name the 401 advertises no metadata (no resource_server_url) and
+        # clients use the bearer token they were configured with (docs/mcp.md, "Authorization").
+        # The SDK requires an issuer URL all the same; it is used only by authorization-server
+        # routes, which this server does not have.
+        auth=AuthSettings(issuer_url=settings.PUBLIC_BASE_URL, resource_server_url=None, required_scopes=[]),
     )
 
     @mcp.tool(annotations=READ_ONLY)

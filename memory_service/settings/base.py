@@ -247,13 +247,27 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "memory-service API",
-    "DESCRIPTION": "Multi-tenant memory for AI agents: scoped memories, PII masking, audit.",
+    "DESCRIPTION": (
+        "Long-term memory for AI agents and the teams behind them: agents search before acting and "
+        "record lessons, conclusions and decisions in user, repository or session scopes; personal data "
+        "is masked before storage, and every read and write is audited. Send `Authorization: Bearer "
+        '<token>`: the token decides the tenant, its permissions and its bindings. Errors are `{"error": '
+        '{"code", "message", "fields"}}`; lists are `{"results", "next"}`.'
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Search's `kinds` and a memory's `kind` share one enum.
+    "ENUM_NAME_OVERRIDES": {"KindEnum": "memory_service.memories.models.Kind"},
+    # `servers` (PUBLIC_BASE_URL), the tags' descriptions, defaults only where valid (memory_service.schema).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "memory_service.schema.add_servers_and_tags",
+        "memory_service.schema.drop_refused_blank_defaults",
+    ],
 }
 
 # JSON logs on stdout. Request bodies are never logged (see memory_service.middleware).

@@ -13,7 +13,7 @@ from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer, StrictSerializer
 from memory_service.exceptions import ValidationError
 from memory_service.parsers import JsonParser
-from memory_service.schema import error_response
+from memory_service.schema import ADMIN, AGENT, error_response
 from proposals.models import ProposalStatus
 from proposals.selectors import agents_md_current, proposal_get, proposal_list
 from proposals.services import agents_md_import, proposal_file
@@ -58,7 +58,18 @@ class AgentsMdApi(APIView):
         "repository", {"type": "string", "pattern": IDENTIFIER_RE.pattern}, OpenApiParameter.PATH
     )
 
-    @extend_schema(parameters=[REPOSITORY], responses={(200, "text/markdown"): OpenApiResponse(str), 304: None})
+    @extend_schema(
+        operation_id="getAgentsMd",
+        summary="Get a repository's AGENTS.md",
+        description=(
+            "Returns the repository's current approved AGENTS.md as markdown, with its `ETag` (send it "
+            "as `If-None-Match` to get 304 when unchanged). 404 when the repository has none yet. Needs "
+            "`memory:read`."
+        ),
+        tags=[AGENT],
+        parameters=[REPOSITORY],
+        responses={(200, "text/markdown"): OpenApiResponse(str), 304: None},
+    )
     def get(self, request, repository):
         version = agents_md_current(principal=request.auth, repository=repository)
         if version.etag in [tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")]:
@@ -70,6 +81,14 @@ class AgentsMdApi(APIView):
         return response
 
     @extend_schema(
+        operation_id="importAgentsMd",
+        summary="Import a repository's AGENTS.md",
+        description=(
+            "Makes the body (markdown, or JSON `{text}`) the repository's current AGENTS.md. Once a "
+            "document exists, send `If-Match` with its current ETag: 428 without it, 412 when another "
+            "version came first. Needs `admin`."
+        ),
+        tags=[ADMIN],
         request={
             "text/markdown": {"type": "string", "pattern": r"\S"},
             "application/json": {
@@ -141,7 +160,18 @@ class ProposalListApi(APIView):
     def required_permission(self):
         return Permission.PROPOSALS_WRITE if self.request.method == "POST" else Permission.MEMORY_READ
 
-    @extend_schema(parameters=[FilterSerializer], responses=ProposalOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="listProposals",
+        summary="List AGENTS.md proposals",
+        description=(
+            "Lists the proposals this token filed (an `admin` token: all of the tenant's), newest "
+            "first, with their status: pending, approved or rejected. Filter by repository or status. "
+            "Needs `memory:read`."
+        ),
+        tags=[AGENT],
+        parameters=[FilterSerializer],
+        responses=ProposalOutputSerializer(many=True),
+    )
     def get(self, request):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
@@ -151,6 +181,14 @@ class ProposalListApi(APIView):
         return paginator.get_paginated_response(ProposalOutputSerializer(page, many=True).data)
 
     @extend_schema(
+        operation_id="createProposal",
+        summary="Propose an AGENTS.md addition",
+        description=(
+            "Files an addition to a section of the repository's AGENTS.md, with the reasoning; a person "
+            "approves or rejects it. 201 with status `pending`; 200 when the same addition is already "
+            "pending (the filings merge). Needs `proposals:write`."
+        ),
+        tags=[AGENT],
         request=InputSerializer,
         responses={201: ProposalOutputSerializer, 200: OpenApiResponse(ProposalOutputSerializer, "merged")},
     )
@@ -168,6 +206,13 @@ class ProposalDetailApi(APIView):
     required_permission = Permission.MEMORY_READ
 
     @extend_schema(
+        operation_id="getProposal",
+        summary="Read one AGENTS.md proposal",
+        description=(
+            "Returns one proposal this token filed (an `admin` token: any of the tenant's) with its "
+            "status and, once approved, the AGENTS.md version it made. Needs `memory:read`."
+        ),
+        tags=[AGENT],
         parameters=[OpenApiParameter("proposal_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
         responses=ProposalOutputSerializer,
     )

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_service.api.serializers import StrictSerializer
+from memory_service.schema import ADMIN
 from tenants.models import Permission
 from tenants.selectors import token_get, token_list_read
 from tenants.services import token_create, token_revoke
@@ -38,12 +39,32 @@ class TokenListApi(APIView):
     class CreatedSerializer(TokenOutputSerializer):
         token = serializers.CharField(help_text="The raw token. Shown once; store it now.")
 
-    @extend_schema(responses=TokenOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="listTokens",
+        summary="List API tokens",
+        description=(
+            "Lists the tenant's API tokens with their prefix, client name, permissions, bindings, expiry, "
+            "last use and revocation; never their secrets. Needs `admin`."
+        ),
+        tags=[ADMIN],
+        responses=TokenOutputSerializer(many=True),
+    )
     def get(self, request):
         tokens = token_list_read(principal=request.auth)
         return Response({"results": TokenOutputSerializer(tokens, many=True).data, "next": None})
 
-    @extend_schema(request=InputSerializer, responses={201: CreatedSerializer})
+    @extend_schema(
+        operation_id="createToken",
+        summary="Create an API token",
+        description=(
+            "Issues a token for one client, optionally bound to a user and to repositories, with an "
+            "expiry. It never exceeds the issuing token's permissions or bindings. The raw `token` is "
+            "in this answer only: store it now. Needs `admin`."
+        ),
+        tags=[ADMIN],
+        request=InputSerializer,
+        responses={201: CreatedSerializer},
+    )
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -57,7 +78,17 @@ class TokenListApi(APIView):
 class TokenRevokeApi(APIView):
     required_permission = Permission.ADMIN
 
-    @extend_schema(request=None, responses=TokenOutputSerializer)
+    @extend_schema(
+        operation_id="revokeToken",
+        summary="Revoke an API token",
+        description=(
+            "Revokes the token with this prefix at once; its requests get 401 from then on. To rotate, "
+            "create a new token first, then revoke the old one. Needs `admin`."
+        ),
+        tags=[ADMIN],
+        request=None,
+        responses=TokenOutputSerializer,
+    )
     def post(self, request, prefix: str):
         token = token_get(principal=request.auth, prefix=prefix)
         token = token_revoke(tenant=request.auth.tenant, actor=request.auth.actor, token=token)

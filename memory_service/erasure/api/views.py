@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from audit.services import user_pseudonym
 from memory_service.api.serializers import StrictSerializer
 from memory_service.erasure.services import user_erase
+from memory_service.schema import ADMIN
 from tenants.models import Permission
 
 
@@ -32,7 +33,18 @@ class ErasureCreateApi(APIView):
         session_contexts = serializers.IntegerField()
         archives = serializers.IntegerField()
 
-    @extend_schema(request=InputSerializer, responses=OutputSerializer)
+    @extend_schema(
+        operation_id="eraseUserData",
+        summary="Erase a user's data",
+        description=(
+            "Removes one user's memories (authored or owned), their embeddings, activity, sessions, "
+            "session contexts and any export archive holding them; answers the counts. The audit keeps "
+            "the fact under the user's pseudonym. Cannot be undone. Needs `admin`."
+        ),
+        tags=[ADMIN],
+        request=InputSerializer,
+        responses=OutputSerializer,
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

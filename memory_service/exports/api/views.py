@@ -11,6 +11,7 @@ from memory_service.api.serializers import StrictSerializer
 from memory_service.exports.models import ExportStatus
 from memory_service.exports.selectors import export_job_get, export_job_read
 from memory_service.exports.services import export_job_download, export_job_request
+from memory_service.schema import ADMIN
 from tenants.models import Permission
 
 
@@ -44,7 +45,18 @@ class ExportCreateApi(APIView):
         id = serializers.UUIDField()
         status = serializers.ChoiceField(choices=ExportStatus.choices)
 
-    @extend_schema(request=InputSerializer, responses={202: OutputSerializer})
+    @extend_schema(
+        operation_id="startExport",
+        summary="Start a compliance export",
+        description=(
+            "Starts building a zip of the tenant's data (or one user's): memories, proposals, AGENTS.md "
+            "versions and audit events, one JSON Lines file each with checksums. 202 with the job's id; "
+            "watch it with `getExport`. Needs `export`."
+        ),
+        tags=[ADMIN],
+        request=InputSerializer,
+        responses={202: OutputSerializer},
+    )
     def post(self, request):
         serializer = self.InputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -57,7 +69,16 @@ class ExportDetailApi(APIView):
 
     required_permission = Permission.EXPORT
 
-    @extend_schema(responses=ExportOutputSerializer)
+    @extend_schema(
+        operation_id="getExport",
+        summary="Watch a compliance export",
+        description=(
+            "Status (queued, running, succeeded, failed, expired, erased) and progress 0–100 of an export job, "
+            "with the archive's size, checksum and expiry once built. Needs `export`."
+        ),
+        tags=[ADMIN],
+        responses=ExportOutputSerializer,
+    )
     def get(self, request, export_id):
         job = export_job_read(principal=request.auth, job_id=export_id)
         return Response(ExportOutputSerializer(job).data)
@@ -69,11 +90,18 @@ class ExportDownloadApi(APIView):
     required_permission = Permission.EXPORT
 
     @extend_schema(
+        operation_id="downloadExport",
+        summary="Download a compliance export",
+        description=(
+            "The export's zip archive. 409 while it is not built yet, 410 once it expired or was erased. "
+            "Needs `export`."
+        ),
+        tags=[ADMIN],
         responses={
             (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, "the zip archive"),
             409: OpenApiResponse(description="not built yet"),
             410: OpenApiResponse(description="expired or erased"),
-        }
+        },
     )
     def get(self, request, export_id):
         job = export_job_get(principal=request.auth, job_id=export_id)

@@ -3,6 +3,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from memory_service.schema import AGENT
 from memory_service.session_context.services import session_context_for
 from tenants.identifiers import IDENTIFIER_RE
 from tenants.models import Permission
@@ -18,7 +19,18 @@ class SessionContextApi(APIView):
         repository = serializers.RegexField(IDENTIFIER_RE, required=False, default="")
         session = serializers.RegexField(IDENTIFIER_RE, required=False, default="")
 
-    @extend_schema(parameters=[FilterSerializer], responses={(200, "text/markdown"): OpenApiResponse(str)})
+    @extend_schema(
+        operation_id="getSessionContext",
+        summary="Get the session context",
+        description=(
+            "A markdown digest for a user and repository, to read at the start of a session: profile "
+            "and preferences, high-priority lessons, the latest lessons and conclusions, current "
+            "decisions and the session's notes. Needs `memory:read`."
+        ),
+        tags=[AGENT],
+        parameters=[FilterSerializer],
+        responses={(200, "text/markdown"): OpenApiResponse(str)},
+    )
     def get(self, request):
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
