@@ -23,8 +23,9 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
-from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
+from bench._stack import bench_stack, start_celery_worker, write_section  # noqa: E402
+from bench._stats import percentiles  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS, serve  # noqa: E402
 
 PORT = 8035
 P95_LIMIT_MS = 200
@@ -129,19 +130,10 @@ def drive(args) -> None:
 
 
 def start_worker(log_path: Path) -> subprocess.Popen:
-    from memory_service.celery import app
-
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "WARNING",
-         "--concurrency", "2", "-Q", "celery,exports", "--without-gossip", "--without-mingle"],
-        env=os.environ | {"OPENBLAS_NUM_THREADS": "1"}, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the worker did not start; see {log_path}")
-    return process
+    options = [
+        "--loglevel", "WARNING", "--concurrency", "2", "-Q", "celery,exports", "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    return start_celery_worker(options, env={"OPENBLAS_NUM_THREADS": "1"}, log_path=log_path)
 
 
 def missing_writes(ids: list[str]) -> int:

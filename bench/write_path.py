@@ -29,8 +29,9 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
-from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
+from bench._stack import bench_stack, start_celery_worker, write_section  # noqa: E402
+from bench._stats import percentiles  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS, serve  # noqa: E402
 
 PORT = 8034
 
@@ -92,21 +93,16 @@ def _nothing():
 
 
 def start_worker(batch: int, log_path: Path) -> subprocess.Popen:
+    """Two embedding workers taking ``batch`` memories per task, on an emptied queue."""
     from memory_service.celery import app
 
     app.control.purge()
-    env = os.environ | {"EMBEDDING_TASK_BATCH": str(batch), "OPENBLAS_NUM_THREADS": "1"}
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "WARNING",
-         "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", f"bench-{batch}@%h"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the worker did not start; see {log_path}")
-    return process
+    options = [
+        "--loglevel", "WARNING", "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname",
+        f"bench-{batch}@%h",
+    ]  # fmt: skip
+    env = {"EMBEDDING_TASK_BATCH": str(batch), "OPENBLAS_NUM_THREADS": "1"}
+    return start_celery_worker(options, env=env, log_path=log_path)
 
 
 def steady_writes(url: str, token: str, rate: float, seconds: float, tag: str) -> dict:

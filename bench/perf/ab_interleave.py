@@ -32,8 +32,10 @@ from collections import defaultdict
 from pathlib import Path
 from urllib.parse import urlencode
 
+from bench._stats import summary
 from bench.perf import corpus, measure, stack
 from bench.perf.ab_rest import NO_LIMITS, delete_written, variant
+from bench.perf.client import KeepAliveClient
 
 PORTS = (stack.WEB_PORT, stack.WEB_PORT + 1)
 READS = ("list", "context", "get")
@@ -77,7 +79,7 @@ def main() -> None:
         for spec, port in zip(args.variants, PORTS, strict=True):
             app_dir, env = variant(spec)
             processes.append(stack.start_web(extra_env=NO_LIMITS | env, app_dir=Path(app_dir), port=port))
-            clients[spec] = measure.KeepAliveClient(f"http://127.0.0.1:{port}")
+            clients[spec] = KeepAliveClient(f"http://127.0.0.1:{port}")
 
         def send(spec: str, path: str, body: dict | None, token: str, kind: str, counted: bool) -> float | None:
             started = time.perf_counter()
@@ -150,7 +152,7 @@ def main() -> None:
     first, second = args.variants
     out = {"codes": {spec: dict(c) for spec, c in codes.items()}, "deleted": deleted}
     for kind in endpoints:
-        figures = {spec: measure.summary(latencies[kind, spec]) for spec in args.variants}
+        figures = {spec: summary(latencies[kind, spec]) for spec in args.variants}
         out[kind] = figures | {
             "ratio_p50": round(figures[second]["p50"] / figures[first]["p50"], 3),
             "ratio_p95": round(figures[second]["p95"] / figures[first]["p95"], 3),

@@ -33,8 +33,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.perf import corpus, measure, stack
+from bench._stats import summary
+from bench.perf import corpus, stack
 from bench.perf.ab_rest import NO_LIMITS, delete_written, variant
+from bench.perf.client import KeepAliveClient
 
 LANGS = ("en", "ja")
 
@@ -113,7 +115,7 @@ def run_server(args, specs, sizes, tenants, round_: int) -> dict:
     codes: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     ids: list[str] = []
     masked: dict[str, int] = defaultdict(int)
-    with measure.KeepAliveClient(timeout=600) as client:
+    with KeepAliveClient(timeout=600) as client:
         # 1. single writes, EN/JA alternating, one /healthz per pair
         for k in range(2 * (args.writes + 10)):
             lang = LANGS[k % 2]
@@ -165,7 +167,7 @@ def run_server(args, specs, sizes, tenants, round_: int) -> dict:
                 bulk_items[lang] += created
                 bulk_seconds[lang] += seconds
                 bulk_rates[lang].append(created / seconds)
-    out = {kind: measure.summary(values) for kind, values in lat.items()}
+    out = {kind: summary(values) for kind, values in lat.items()}
     out |= {
         f"bulk_{lang}": {
             "items": bulk_items[lang],
@@ -225,7 +227,7 @@ def main() -> None:
         for kind in ("write_en", "write_ja", "healthz"):
             pooled = [v for r in runs for v in r["samples"][kind]]
             entry[kind] = {
-                "pooled": measure.summary(pooled),
+                "pooled": summary(pooled),
                 "p50_per_round": [r[kind]["p50"] for r in runs],
                 "p95_per_round": [r[kind]["p95"] for r in runs],
                 "median_round_p50": round(statistics.median(r[kind]["p50"] for r in runs), 2),

@@ -19,7 +19,8 @@ import statistics
 import sys
 import time
 
-from bench.perf import corpus, measure, stack
+from bench._stats import summary
+from bench.perf import corpus, measure, plans, recall, stack
 
 STOP = set(
     [
@@ -152,7 +153,7 @@ def measure_alternatives(
                 scoped = Memory.objects.for_tenant(token.tenant).filter(
                     S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
                 )
-                qs = measure._dense_qs(scoped, token, vector, backend)
+                qs = recall.dense_qs(scoped, token, vector, backend)
                 qs = qs.order_by(F("distance") + 0) if order == "exact" else qs.order_by("distance")
                 qs = qs.values_list("memory_id", "distance")[:CANDIDATES]
                 if order == "exact" and not explain and _round_zero[0]:
@@ -193,7 +194,7 @@ def measure_alternatives(
                 exact = found["exact (+0)"]
                 for name, order, ef, force in variants:
                     stats[name]["ms"].append(statistics.median(timings[name]))
-                    rec = measure._recall(found[name], exact)
+                    rec = recall.recall_at_k(found[name], exact)
                     if rec is not None:
                         stats[name]["recall"].append(rec)
                     plan = run_variant(item, vector, order, ef, force, explain=True)
@@ -208,7 +209,7 @@ def measure_alternatives(
             knn[bucket] = {"queries": len(members), "scope_rows": [n for _, n in members]}
             for name, st in stats.items():
                 knn[bucket][name] = {
-                    "ms": measure.summary(st["ms"]),
+                    "ms": summary(st["ms"]),
                     "recall": round(statistics.fmean(st["recall"]), 4) if st["recall"] else None,
                     "recall_min": round(min(st["recall"]), 2) if st["recall"] else None,
                     "hnsw_index_used": f"{st['hnsw_used']}/{len(members)}",
@@ -219,7 +220,7 @@ def measure_alternatives(
             print("STORAGE PLAIN copy vs the real table, exact (+0) k-NN of the same queries")
             for cap in exact_sqls:  # biggest scopes first
                 cap["ms"] = cap["scope_rows"]
-            out["storage_plain"] = measure.plain_storage_comparison(
+            out["storage_plain"] = plans.plain_storage_comparison(
                 plain_owner_url, exact_sqls, limit=len(exact_sqls), max_seconds=300
             )
             print(out["storage_plain"])
@@ -263,8 +264,8 @@ def measure_alternatives(
                     if name.endswith("ts_rank_cd"):
                         key = "no stop words" if name.startswith("no stop") else "all terms"
                         matches[key].append(scoped.filter(search_vector=query).count())
-        out["lexical"] = {name: measure.summary(v) for name, v in series.items()}
-        out["lexical_matches"] = {name: measure.summary([float(x) for x in v]) for name, v in matches.items()}
+        out["lexical"] = {name: summary(v) for name, v in series.items()}
+        out["lexical_matches"] = {name: summary([float(x) for x in v]) for name, v in matches.items()}
         out["lexical_scope_rows"] = "hot scopes of the big and large tenants"
         print(json.dumps(out["lexical"], indent=1), json.dumps(out["lexical_matches"], indent=1), flush=True)
         return out

@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 
+from bench._stats import summary
 from bench.perf import measure, stack
 
 
@@ -68,7 +69,7 @@ def main() -> None:
                 if k >= 20:
                     times.append((time.perf_counter() - t) * 1000)
             assert body, path
-            out[f"WSGI {method} {path}"] = measure.summary(times) | {"new_db_connections": len(created)}
+            out[f"WSGI {method} {path}"] = summary(times) | {"new_db_connections": len(created)}
         app = get_asgi_application()
 
         async def run(method, path, headers):
@@ -86,7 +87,7 @@ def main() -> None:
             created.clear()
             hdrs = {"Authorization": headers["HTTP_AUTHORIZATION"]} if headers else {}
             times = asyncio.run(run(method, path, hdrs))
-            out[f"ASGI {method} {path}"] = measure.summary(times) | {"new_db_connections": len(created)}
+            out[f"ASGI {method} {path}"] = summary(times) | {"new_db_connections": len(created)}
 
         async def run_search():
             times = []
@@ -103,9 +104,7 @@ def main() -> None:
             return times
 
         created.clear()
-        out["ASGI POST /api/v1/search"] = measure.summary(asyncio.run(run_search())) | {
-            "new_db_connections": len(created)
-        }
+        out["ASGI POST /api/v1/search"] = summary(asyncio.run(run_search())) | {"new_db_connections": len(created)}
         print(json.dumps(out, indent=1))
         results_file = stack.BASE_DIR / "bench" / "perf" / "results.json"
         results = json.loads(results_file.read_text())

@@ -17,12 +17,9 @@ import pstats
 import statistics
 import time
 
+from bench._stats import pct
 from bench.perf import corpus, stack
-from bench.perf import measure as measure_mod
-
-
-def pct(values, q):
-    return measure_mod.pct(values, q)
+from bench.perf.measure import workload
 
 
 async def run(app, items, headers_for, path_body) -> list[float]:
@@ -48,7 +45,7 @@ def measure(*, size: int, requests: int = 60) -> dict:
 
     tenants = json.loads(stack.TOKENS_FILE.read_text())
     specs = corpus.tenant_specs()
-    items = measure_mod.workload(specs, tenants, size, requests + 20, seed=4242)
+    items = workload(specs, tenants, size, requests + 20, seed=4242)
 
     def auth(item):
         return {"Authorization": f"Bearer {item['token']}"}

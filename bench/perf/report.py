@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bench.perf import corpus, measure
+from bench.perf import corpus, recall
 from bench.perf.load import GIN_INDEX
 
 # The full-text index, and its names in corpora loaded before migrations 0009 and 0006.
@@ -323,7 +323,7 @@ def section(results: dict) -> str:
             out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
             for name, v in rec.items():
                 cells = []
-                for variant, *_ in measure.HNSW_VARIANTS:
+                for variant, *_ in recall.HNSW_VARIANTS:
                     x = v.get(variant)
                     if x is None:  # a run from before the variants were renamed
                         cells.append("—")

@@ -10,6 +10,7 @@ an annotation that already holds ``distance + 0`` keeps the exact plan with one 
 import json
 import re
 
+from bench._stats import summary
 from bench.perf import corpus, measure, stack
 
 
@@ -73,7 +74,7 @@ def main() -> None:
                 entry["plan"] = re.sub(r"'\[[^\]]{200,}\]'", "'[…]'", text)
         summary = {
             name: {
-                "exec_ms": measure.summary(v["exec_ms"]),
+                "exec_ms": summary(v["exec_ms"]),
                 "buffers_per_row": v["buffers_per_row"],
                 "uses_hnsw": f"{v['uses_hnsw']}/{len(items)}",
                 "plan": v["plan"],
