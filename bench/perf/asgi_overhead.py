@@ -8,6 +8,7 @@ Starts the bench PostgreSQL if needed and stops it again if it started it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import json
@@ -20,7 +21,9 @@ from bench.perf import measure, stack
 
 
 def main() -> None:
-    pool = "--pool" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pool", action="store_true", help="Django's psycopg pool instead of persistent connections")
+    pool = parser.parse_args().pool
     env = stack.start_database()
     try:
         stack.setup_django()

@@ -8,6 +8,7 @@ not counted); prints ms per note of wall time and of this process's CPU time, an
 No database.
 """
 
+import argparse
 import os
 import random
 import time
@@ -18,6 +19,8 @@ from memory_service.pii.engine import installed_name_finders
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args()
     from threadpoolctl import threadpool_info
 
     finder = installed_name_finders()["en"]

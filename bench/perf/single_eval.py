@@ -7,6 +7,7 @@ an annotation that already holds ``distance + 0`` keeps the exact plan with one 
     BENCH_APP_DIR=.data/bench/app-<commit> .venv/bin/python -m bench.perf.single_eval
 """
 
+import argparse
 import json
 import re
 
@@ -15,6 +16,8 @@ from bench.perf import corpus, measure, stack
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args()
     env = stack.start_database()
     try:
         stack.setup_django()
