@@ -92,51 +92,178 @@ class _TimedResult:
                 self._store.append((time.perf_counter() - started) * 1000)
 
 
-def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
-    """The view's work (auth, search, represent) in this process, with every SQL statement timed."""
+# The steps of memory_search timed inclusively (SQL + ORM + Python), by patching module globals.
+STEP_NAMES = [
+    "text_candidates",
+    "add_dense_candidates",
+    "memories_by_id",
+    "memory_statuses",
+    "render_context",
+    "_record",
+]
+# What the search waits for on other threads and connections, and the masking of the query.
+WAITS = ["embed query (waited for)", "mask query", "dense on side connection (waited for)"]
+
+
+class _Instruments:
+    """The search's helpers wrapped in place so that each call's milliseconds are kept: the query's
+    embedding (on the helper thread, overlapping the text candidates) and what the search waited for
+    it, the masking of the query, the dense statement built for the side connection (outside the
+    recorder of the request's connection) and what the search waited for its rows, and each of
+    ``STEP_NAMES``. ``restore`` puts the originals back."""
+
+    def __init__(self, S, backend):
+        self.S, self.backend = S, backend
+        self.embed: list[float] = []
+        self.wait: list[float] = []
+        self.mask: list[float] = []
+        self.side_statements: list[tuple[str, list]] = []
+        self.side_waits: list[float] = []
+        self.steps: dict[str, list[float]] = {name: [] for name in STEP_NAMES}
+        self.original_embed, self.original_mask = backend.embed_query, S.mask_query
+        self.original_background = S.embed_query_in_background
+        self.original_statement, self.original_side = S.dense_statement, S.dense_rows_in_background
+        self.originals = {name: getattr(S, name) for name in STEP_NAMES}
+        backend.embed_query = _timed(self.embed, self.original_embed)
+        S.mask_query = _timed(self.mask, self.original_mask)
+        S.embed_query_in_background = lambda *args: _TimedResult(self.original_background(*args), self.wait)
+        S.dense_statement, S.dense_rows_in_background = self._recorded_statement, self._timed_side
+        for name in STEP_NAMES:
+            setattr(S, name, _timed(self.steps[name], self.originals[name]))
+
+    def _recorded_statement(self, *args, **kwargs):
+        built = self.original_statement(*args, **kwargs)
+        self.side_statements.append(built)
+        return built
+
+    def _timed_side(self, *args, **kwargs):
+        future = self.original_side(*args, **kwargs)
+        return _TimedResult(future, self.side_waits) if future is not None else None
+
+    def restore(self) -> None:
+        S = self.S
+        self.backend.embed_query, S.mask_query = self.original_embed, self.original_mask
+        S.embed_query_in_background = self.original_background
+        S.dense_statement, S.dense_rows_in_background = self.original_statement, self.original_side
+        for name, fn in self.originals.items():
+            setattr(S, name, fn)
+
+    def marks(self) -> dict[str, int]:
+        """How many calls each list holds now: ``since`` sums what came after."""
+        lists = {"embed": self.embed, "wait": self.wait, "mask": self.mask, "side_waits": self.side_waits}
+        return {name: len(v) for name, v in (lists | {"side": self.side_statements} | self.steps).items()}
+
+    def since(self, marks: dict[str, int], name: str) -> float:
+        return sum(getattr(self, name)[marks[name] :])
+
+    def step_since(self, marks: dict[str, int], name: str) -> float:
+        return sum(self.steps[name][marks[name] :])
+
+
+def _one_request(item: dict) -> tuple[Recorder, dict[str, float]]:
+    """One search as the view makes it (authenticate, search, represent, commit) with every SQL
+    statement of the request's connection recorded; the clock readings between the parts."""
     from django.db import connection, transaction
 
     from memory_service.memories.api.views import represent
     from memory_service.retrieval import search as S
     from tenants.authentication import authenticate_principal
 
-    backend = S.get_backend()
-    embed_times: list[float] = []  # on the helper thread, overlapping the text candidates
-    wait_times: list[float] = []  # what the search waited for the vector after its text candidates
-    mask_times: list[float] = []
-    original_embed, original_mask, original_background = backend.embed_query, S.mask_query, S.embed_query_in_background
-    backend.embed_query = _timed(embed_times, original_embed)
-    S.mask_query = _timed(mask_times, original_mask)
-    S.embed_query_in_background = lambda *args: _TimedResult(original_background(*args), wait_times)
-    # The dense statement runs on a side connection (retrieval.side), outside the recorder of the
-    # request's connection: keep each one built, and what the search waited for its rows.
-    side_statements: list[tuple[str, list]] = []
-    side_waits: list[float] = []
-    original_statement, original_side = S.dense_statement, S.dense_rows_in_background
+    recorder = Recorder()
+    with connection.execute_wrapper(recorder):
+        t0 = time.perf_counter()
+        with transaction.atomic():
+            token = authenticate_principal(item["token"])
+            t_auth = time.perf_counter()
+            result = S.memory_search(
+                principal=token, query=item["query"], user=item["user"], repository=item["repository"]
+            )
+            t_search = time.perf_counter()
+            represent(
+                principal=token,
+                memories=[h.memory for h in result.hits],
+                scores={h.memory.id: h.score for h in result.hits},
+                markers={h.memory.id: h.markers for h in result.hits},
+                statuses={h.memory.id: h.status for h in result.hits},  # as the view passes them
+            )
+            t_body = time.perf_counter()
+        t_end = time.perf_counter()
+    return recorder, {"start": t0, "auth": t_auth, "search": t_search, "body": t_body, "end": t_end}
 
-    def recorded_statement(*args, **kwargs):
-        built = original_statement(*args, **kwargs)
-        side_statements.append(built)
-        return built
 
-    def timed_side(*args, **kwargs):
-        future = original_side(*args, **kwargs)
-        return _TimedResult(future, side_waits) if future is not None else None
+def _steps(clock: dict, timed: _Instruments, marks: dict) -> dict[str, float]:
+    """Milliseconds of each step of one request, the rest of ``memory_search`` last."""
+    step = {
+        "authenticate_token": (clock["auth"] - clock["start"]) * 1000,
+        "represent (view)": (clock["body"] - clock["search"]) * 1000,
+        "commit": (clock["end"] - clock["body"]) * 1000,
+        "embed query (overlapped)": timed.since(marks, "embed"),
+        "embed query (waited for)": timed.since(marks, "wait"),
+        "mask query": timed.since(marks, "mask"),
+        "dense on side connection (waited for)": timed.since(marks, "side_waits"),
+    }
+    for name in STEP_NAMES:
+        step[name] = timed.step_since(marks, name)
+    step["memory_search (rest: scope, fetch hits, fusion)"] = (clock["search"] - clock["auth"]) * 1000 - sum(
+        step[name] for name in [*STEP_NAMES, *WAITS]
+    )
+    return step
 
-    S.dense_statement, S.dense_rows_in_background = recorded_statement, timed_side
-    # Inclusive time of each step of memory_search (SQL + ORM + Python), by patching module globals.
-    step_names = [
-        "text_candidates",
-        "add_dense_candidates",
-        "memories_by_id",
-        "memory_statuses",
-        "render_context",
-        "_record",
-    ]
-    step_times = {name: [] for name in step_names}
-    originals = {name: getattr(S, name) for name in step_names}
-    for name in step_names:
-        setattr(S, name, _timed(step_times[name], originals[name]))
+
+def _parts(recorder: Recorder, clock: dict, timed: _Instruments, marks: dict, total: float) -> dict[str, float]:
+    """Milliseconds of one request by SQL statement class, the waits and the commit, Python the rest."""
+    per = defaultdict(float)
+    for cls, ms, _sql, _params in recorder.events:
+        per[cls] += ms
+    per["commit"] = (clock["end"] - clock["body"]) * 1000
+    per["embed query (waited for)"] = timed.since(marks, "wait")
+    per["mask query"] = timed.since(marks, "mask")
+    per["dense on side connection (waited for)"] = timed.since(marks, "side_waits")
+    per["python (rest)"] = total - sum(per.values())
+    return per
+
+
+def _captured(item: dict, recorder: Recorder, side_statements: list[tuple[str, list]]) -> list[dict]:
+    """The candidate statements of one request, with their parameters, to be run again."""
+    hnsw = any(cls == "hnsw SET LOCAL" for cls, *_ in recorder.events)
+    captured = []
+    for sql, params in side_statements:
+        captured.append(
+            {
+                "class": "vector k-NN",
+                "sql": sql,
+                "params": params,
+                "hnsw": False,
+                "ms": None,  # ran on the side connection, concurrently with the text statement
+                "tenant_id": item["tenant_id"],
+                "size_class": item["class"],
+            }
+        )
+    for cls, ms, sql, params in recorder.events:
+        if cls in ("text candidates", "vector k-NN"):
+            captured.append(
+                {
+                    "class": cls,
+                    "sql": sql,
+                    "params": params,
+                    "hnsw": hnsw,
+                    "ms": ms,
+                    "tenant_id": item["tenant_id"],
+                    "size_class": item["class"],
+                }
+            )
+    return captured
+
+
+def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
+    """The view's work (auth, search, represent) in this process, with every SQL statement timed:
+    milliseconds by part and by step, statements per request, and the candidate statements captured."""
+    from django.db import transaction
+
+    from memory_service.retrieval import search as S
+    from tenants.authentication import authenticate_principal
+
+    timed = _Instruments(S, S.get_backend())
     steps = defaultdict(list)
     parts = defaultdict(list)
     totals, captured, statements = [], [], []
@@ -146,95 +273,23 @@ def inprocess_breakdown(items: list[dict], max_seconds: float) -> dict:
             with transaction.atomic():
                 token = authenticate_principal(item["token"])
                 S.memory_search(principal=token, query=item["query"], user=item["user"], repository=item["repository"])
-        embed_times.clear()
-        mask_times.clear()
+        timed.embed.clear()
+        timed.mask.clear()
         for item in items:
             if time.monotonic() - started > max_seconds:
                 break
-            recorder = Recorder()
-            n_embed, n_wait, n_mask = len(embed_times), len(wait_times), len(mask_times)
-            n_side_wait, n_side = len(side_waits), len(side_statements)
-            marks = {name: len(v) for name, v in step_times.items()}
-            with connection.execute_wrapper(recorder):
-                t0 = time.perf_counter()
-                with transaction.atomic():
-                    token = authenticate_principal(item["token"])
-                    t_auth = time.perf_counter()
-                    result = S.memory_search(
-                        principal=token, query=item["query"], user=item["user"], repository=item["repository"]
-                    )
-                    t_search = time.perf_counter()
-                    represent(
-                        principal=token,
-                        memories=[h.memory for h in result.hits],
-                        scores={h.memory.id: h.score for h in result.hits},
-                        markers={h.memory.id: h.markers for h in result.hits},
-                        statuses={h.memory.id: h.status for h in result.hits},  # as the view passes them
-                    )
-                    t_body = time.perf_counter()
-                t_end = time.perf_counter()
-            total = (t_end - t0) * 1000
+            marks = timed.marks()
+            recorder, clock = _one_request(item)
+            total = (clock["end"] - clock["start"]) * 1000
             totals.append(total)
-            step = {
-                "authenticate_token": (t_auth - t0) * 1000,
-                "represent (view)": (t_body - t_search) * 1000,
-                "commit": (t_end - t_body) * 1000,
-                "embed query (overlapped)": sum(embed_times[n_embed:]),
-                "embed query (waited for)": sum(wait_times[n_wait:]),
-                "mask query": sum(mask_times[n_mask:]),
-                "dense on side connection (waited for)": sum(side_waits[n_side_wait:]),
-            }
-            for name in step_names:
-                step[name] = sum(step_times[name][marks[name] :])
-            waits = ["embed query (waited for)", "mask query", "dense on side connection (waited for)"]
-            step["memory_search (rest: scope, fetch hits, fusion)"] = (t_search - t_auth) * 1000 - sum(
-                step[name] for name in [*step_names, *waits]
-            )
-            for key, value in step.items():
+            for key, value in _steps(clock, timed, marks).items():
                 steps[key].append(value)
             statements.append(len(recorder.events))
-            per = defaultdict(float)
-            for cls, ms, _sql, _params in recorder.events:
-                per[cls] += ms
-            per["commit"] = (t_end - t_body) * 1000
-            per["embed query (waited for)"] = sum(wait_times[n_wait:])
-            per["mask query"] = sum(mask_times[n_mask:])
-            per["dense on side connection (waited for)"] = sum(side_waits[n_side_wait:])
-            per["python (rest)"] = total - sum(per.values())
-            for key, value in per.items():
+            for key, value in _parts(recorder, clock, timed, marks, total).items():
                 parts[key].append(value)
-            hnsw = any(cls == "hnsw SET LOCAL" for cls, *_ in recorder.events)
-            for sql, params in side_statements[n_side:]:
-                captured.append(
-                    {
-                        "class": "vector k-NN",
-                        "sql": sql,
-                        "params": params,
-                        "hnsw": False,
-                        "ms": None,  # ran on the side connection, concurrently with the text statement
-                        "tenant_id": item["tenant_id"],
-                        "size_class": item["class"],
-                    }
-                )
-            for cls, ms, sql, params in recorder.events:
-                if cls in ("text candidates", "vector k-NN"):
-                    captured.append(
-                        {
-                            "class": cls,
-                            "sql": sql,
-                            "params": params,
-                            "hnsw": hnsw,
-                            "ms": ms,
-                            "tenant_id": item["tenant_id"],
-                            "size_class": item["class"],
-                        }
-                    )
+            captured += _captured(item, recorder, timed.side_statements[marks["side"] :])
     finally:
-        backend.embed_query, S.mask_query = original_embed, original_mask
-        S.embed_query_in_background = original_background
-        S.dense_statement, S.dense_rows_in_background = original_statement, original_side
-        for name, fn in originals.items():
-            setattr(S, name, fn)
+        timed.restore()
     n = len(totals)
     breakdown = {k: {"mean": round(sum(v) / n, 2), "p50": pct(v, 0.5), "p95": pct(v, 0.95)} for k, v in parts.items()}
     by_step = {k: {"mean": round(sum(v) / n, 2), "p50": pct(v, 0.5), "p95": pct(v, 0.95)} for k, v in steps.items()}
