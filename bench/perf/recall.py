@@ -49,13 +49,10 @@ def recall_at_k(found: list[tuple], exact: list[tuple], k: int = 10) -> float | 
 
 
 def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
-    from django.db import connection, transaction
-    from django.db.models import F
-
-    from memory_service.memories.models import Memory
-    from memory_service.retrieval import candidates as C
+    """For each search of ``items`` (until ``max_seconds``): the app's dense stage (its path, time,
+    and for the HNSW path whether the plan read the index), an exact scan of the same scope, and
+    each of ``HNSW_VARIANTS``; recall@10 of each against the exact scan. Rows and their summary."""
     from memory_service.retrieval import search as S
-    from tenants.authentication import authenticate_principal
 
     backend = S.get_backend()
     rows = []
@@ -64,84 +61,122 @@ def recall_and_alternatives(items: list[dict], max_seconds: float) -> dict:
         if time.monotonic() - started > max_seconds:
             break
         row = {"class": item["class"], "tenant_rows": item["tenant_rows"]}
-        with transaction.atomic():
-            token = authenticate_principal(item["token"])
-            masked = S.mask_query(tenant=token.tenant, query=item["query"])
-            vector = backend.embed_query(masked)
-            scoped = Memory.objects.for_tenant(token.tenant).filter(
-                S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
-            )
-            t = time.perf_counter()
-            row["scope_rows"] = scoped.count()
-            row["count_ms"] = (time.perf_counter() - t) * 1000
-            t = time.perf_counter()
-            row["capped_count"] = scoped[: C.EXACT_SCAN_MAX_ROWS + 1].count()
-            row["capped_count_ms"] = (time.perf_counter() - t) * 1000
-            dense_stage = functools.partial(
-                C.find_candidates,
-                scoped=scoped,
-                owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
-                principal=token,
-                vector=vector,
-                backend=backend,
-                tsquery="",
-                recent_kinds=(),
-            )
-            t = time.perf_counter()
-            found = dense_stage()
-            app = found.dense
-            row["app_ms"] = (time.perf_counter() - t) * 1000  # the one statement, plus HNSW for large scopes
-            row["app_path"] = found.path
-            if found.path == "hnsw":  # the same search again, its k-NN statement explained as it ran
-                plans = KnnPlans()
-                with connection.execute_wrapper(plans):
-                    again = dense_stage()
-                row["hnsw_plan_indexes"] = plans.indexes
-                row["hnsw_plan_used_index"] = again.path == "hnsw" and any(HNSW_INDEX in p for p in plans.indexes)
+        vector, app = _app_dense_stage(item, backend, row)
         app_sorted = sorted(((i, 1 - s) for i, s in app.items()), key=lambda x: x[1])
-        with tenant_tx(item["tenant_id"]):
-            token_obj = authenticate_principal(item["token"])
-            qs = dense_qs(
-                Memory.objects.for_tenant(token_obj.tenant).filter(
-                    S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
-                ),
-                token_obj,
-                vector,
-                backend,
-            )
-            t = time.perf_counter()
-            exact = list(qs.order_by(F("distance") + 0).values_list("memory_id", "distance")[: C.CANDIDATES])
-            row["exact_ms"] = (time.perf_counter() - t) * 1000
+        exact = _exact_scan(item, vector, backend, row)
         floor = backend.similarity_floor
         exact_floor = [(i, d) for i, d in exact if 1 - d >= floor]
         row["recall_app"] = recall_at_k(app_sorted, exact_floor)
         row["exact_returned"] = len(exact)
         for name, ef, mode in HNSW_VARIANTS:
-            with tenant_tx(item["tenant_id"]):
-                token_obj = authenticate_principal(item["token"])
-                with connection.cursor() as cur:
-                    hnsw_settings(cur, ef_search=ef, iterative=mode)
-                qs = dense_qs(
-                    Memory.objects.for_tenant(token_obj.tenant).filter(
-                        S.scope_filter(
-                            principal=token_obj, user=item["user"], repository=item["repository"], session=""
-                        )
-                    ),
-                    token_obj,
-                    vector,
-                    backend,
-                )
-                t = time.perf_counter()
-                found = list(qs.order_by("distance").values_list("memory_id", "distance")[: C.CANDIDATES])
-                row[f"{name}|ms"] = (time.perf_counter() - t) * 1000
+            found = _hnsw_variant(item, vector, backend, row, name, ef=ef, mode=mode)
             found = sorted(found, key=lambda x: x[1])  # relaxed order: re-sort as the app's dict does
             row[f"{name}|recall"] = recall_at_k(found, exact)
             row[f"{name}|returned"] = len(found)
         rows.append(row)
-    return {"rows": rows, "summary": summariserecall_at_k(rows)}
+    return {"rows": rows, "summary": summarise_recall(rows)}
 
 
-def summariserecall_at_k(rows: list[dict]) -> dict:
+def _app_dense_stage(item: dict, backend, row: dict):
+    """The app's dense stage on the item's scope, as a request runs it; the scope's counts, the
+    stage's time and path into ``row``. Returns the query vector and the stage's {id: similarity}."""
+    from django.db import connection, transaction
+
+    from memory_service.memories.models import Memory
+    from memory_service.retrieval import candidates as C
+    from memory_service.retrieval import search as S
+    from tenants.authentication import authenticate_principal
+
+    with transaction.atomic():
+        token = authenticate_principal(item["token"])
+        masked = S.mask_query(tenant=token.tenant, query=item["query"])
+        vector = backend.embed_query(masked)
+        scoped = Memory.objects.for_tenant(token.tenant).filter(
+            S.scope_filter(principal=token, user=item["user"], repository=item["repository"], session="")
+        )
+        t = time.perf_counter()
+        row["scope_rows"] = scoped.count()
+        row["count_ms"] = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        row["capped_count"] = scoped[: C.EXACT_SCAN_MAX_ROWS + 1].count()
+        row["capped_count_ms"] = (time.perf_counter() - t) * 1000
+        dense_stage = functools.partial(
+            C.find_candidates,
+            scoped=scoped,
+            owner_keys=S.scope_owner_keys(user=item["user"], repository=item["repository"], session=""),
+            principal=token,
+            vector=vector,
+            backend=backend,
+            tsquery="",
+            recent_kinds=(),
+        )
+        t = time.perf_counter()
+        found = dense_stage()
+        app = found.dense
+        row["app_ms"] = (time.perf_counter() - t) * 1000  # the one statement, plus HNSW for large scopes
+        row["app_path"] = found.path
+        if found.path == "hnsw":  # the same search again, its k-NN statement explained as it ran
+            plans = KnnPlans()
+            with connection.execute_wrapper(plans):
+                again = dense_stage()
+            row["hnsw_plan_indexes"] = plans.indexes
+            row["hnsw_plan_used_index"] = again.path == "hnsw" and any(HNSW_INDEX in p for p in plans.indexes)
+    return vector, app
+
+
+def _exact_scan(item: dict, vector, backend, row: dict) -> list[tuple]:
+    """An exact scan of the item's scope as the app role: (id, distance) nearest first; its time in ``row``."""
+    from django.db.models import F
+
+    from memory_service.memories.models import Memory
+    from memory_service.retrieval import candidates as C
+    from memory_service.retrieval import search as S
+    from tenants.authentication import authenticate_principal
+
+    with tenant_tx(item["tenant_id"]):
+        token_obj = authenticate_principal(item["token"])
+        qs = dense_qs(
+            Memory.objects.for_tenant(token_obj.tenant).filter(
+                S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
+            ),
+            token_obj,
+            vector,
+            backend,
+        )
+        t = time.perf_counter()
+        exact = list(qs.order_by(F("distance") + 0).values_list("memory_id", "distance")[: C.CANDIDATES])
+        row["exact_ms"] = (time.perf_counter() - t) * 1000
+    return exact
+
+
+def _hnsw_variant(item: dict, vector, backend, row: dict, name: str, *, ef: int, mode: str) -> list[tuple]:
+    """The item's k-NN under one HNSW variant's settings: (id, distance) as returned; its time in ``row``."""
+    from django.db import connection
+
+    from memory_service.memories.models import Memory
+    from memory_service.retrieval import candidates as C
+    from memory_service.retrieval import search as S
+    from tenants.authentication import authenticate_principal
+
+    with tenant_tx(item["tenant_id"]):
+        token_obj = authenticate_principal(item["token"])
+        with connection.cursor() as cur:
+            hnsw_settings(cur, ef_search=ef, iterative=mode)
+        qs = dense_qs(
+            Memory.objects.for_tenant(token_obj.tenant).filter(
+                S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
+            ),
+            token_obj,
+            vector,
+            backend,
+        )
+        t = time.perf_counter()
+        found = list(qs.order_by("distance").values_list("memory_id", "distance")[: C.CANDIDATES])
+        row[f"{name}|ms"] = (time.perf_counter() - t) * 1000
+    return found
+
+
+def summarise_recall(rows: list[dict]) -> dict:
     groups = defaultdict(list)
     for row in rows:
         groups[row["class"]].append(row)
