@@ -162,14 +162,19 @@ def fmt(samples: list[float], scale: float = 1.0) -> str:
     return f"{p50:.1f} / {p95:.1f} / {p99:.1f}"
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=50)
     parser.add_argument("--seconds", type=float, default=45)
     parser.add_argument("--samples", type=int, default=400, help="audited and unaudited calls each")
     parser.add_argument("--web-workers", type=int, default=2, help="uvicorn processes (WEB_CONCURRENCY)")
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "write_path.md"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure(args) -> tuple[dict, dict, tuple, tuple]:
+    """The audit's cost in process, then steady REST writes with each embedding task mode; the
+    audit timings, the runs by batch, and the load averages before and after."""
     import logging
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -202,6 +207,11 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
     load_after = os.getloadavg()
+    return times, runs, load_before, load_after
+
+
+def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The RESULTS.md section and the headline figures of a run."""
 
     def row(name, samples):
         return f"| {name} | {len(samples)} | {fmt(samples)} |"
@@ -266,6 +276,13 @@ def main() -> None:
             "p95 ≤ 2 s",
         ),
     ]
+    return report, figures
+
+
+def main() -> None:
+    args = parse_args()
+    times, runs, load_before, load_after = measure(args)
+    report, figures = section(args, times, runs, load_before, load_after)
     write_section(args.out, report, figures)
 
 
