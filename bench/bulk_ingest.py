@@ -9,7 +9,7 @@ requests, one after the other, each client into its own tenant, a new connection
 clients starting half a second apart; the rate is the items created over the wall time from the
 first counted request to the last answer. The configurations run twice, the
 second pass in reverse order, so the machine's drift hits them alike; both passes are reported.
-Notes are 200–300-character English notes naming one person (``bench/perf/ab_pii_writes.py``),
+Notes are 200–300-character English notes naming one person (``bench/_notes.py``),
 each unique. No embedding worker runs: the tasks wait in Redis database 13, emptied at the end.
 
 Uses its own embedded PostgreSQL (port 54337, data in .data/bulkingest).
@@ -104,7 +104,7 @@ def main() -> None:
     with bench_stack("bulkingest", pg_port=54337, redis_db=13):
         from django.db import connections
 
-        from bench.perf.ab_pii_writes import make_note
+        from bench._notes import make_note
         from memory_service.pii import REGEX_ENTITIES
         from memory_service.redis import get_redis
         from tenants.masking import tenant_pii_policy_set

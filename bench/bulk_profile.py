@@ -7,7 +7,7 @@ the steps of the write path timed by wrapping their functions in this process on
 Two tenants: one with the default policy (both tiers: regex and names) and one whose policy names
 only the regex tier's entity types. Requests alternate between them; the first of each is not
 counted. Notes are 200–300-character English engineering notes naming one person (the generator
-of ``bench/perf/ab_pii_writes.py``), each unique. Commits run, so embedding tasks are published to
+of ``bench/_notes.py``), each unique. Commits run, so embedding tasks are published to
 Redis (database 11, emptied after) and nothing consumes them.
 
 Uses its own embedded PostgreSQL (port 54336, data in .data/bulkprofile).
@@ -123,7 +123,7 @@ def policy_clients() -> dict:
 def profile(args, policies: dict) -> tuple[dict, dict, dict]:
     """Bulk requests alternating the policies (the first round not counted), each step timed: the
     steps' seconds, each request's seconds and the items counted, by policy."""
-    from bench.perf.ab_pii_writes import make_note
+    from bench._notes import make_note
 
     totals = {policy: defaultdict(float) for policy in policies}
     request_s = {policy: [] for policy in policies}
