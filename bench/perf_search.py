@@ -123,7 +123,8 @@ def _measure_sizes(*, args, env: dict, specs, tenants, results: dict, run: dict,
     """Recall again on the loaded corpus (``--recall-only``), or each size's phase while the budget
     allows, and the embedding throughput after the first."""
     from bench.perf import corpus, stack, throughput
-    from bench.perf.phase import estimate_phase_s, log, measure_recall, phase, save_results
+    from bench.perf.phase import estimate_phase_s, log, measure_recall, phase
+    from bench.perf.results import save_results
     from tenants.masking import masker_version
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -195,7 +196,8 @@ def main() -> int:
     if args.app_dir:
         os.environ["BENCH_APP_DIR"] = str(Path(args.app_dir).resolve())
     from bench.perf import report, stack
-    from bench.perf.phase import load_results, log, save_results
+    from bench.perf.phase import log
+    from bench.perf.results import load_results, save_results
 
     log(f"application code from {stack.APP_DIR}")
 

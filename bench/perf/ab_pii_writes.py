@@ -175,7 +175,7 @@ def main() -> None:
                 f" | masked {figures['pii_masked']} codes {figures['codes']} deleted {figures['deleted']}",
                 flush=True,
             )
-    summary = {}
+    medians = {}
     for spec, runs in rounds.items():
         entry = {}
         for kind in ("write_en", "write_ja", "healthz"):
@@ -195,7 +195,7 @@ def main() -> None:
                 "per_s": round(items / seconds, 1) if seconds else None,
                 "per_s_per_round": [r[f"bulk_{lang}"]["per_s"] for r in runs],
             }
-        summary[spec] = entry
+        medians[spec] = entry
         name = label(spec)
         for kind in ("write_en", "write_ja", "healthz"):
             e = entry[kind]
@@ -209,13 +209,13 @@ def main() -> None:
     first, *others = args.variants
     for spec in others:
         for kind in ("write_en", "write_ja", "healthz"):
-            a, b = summary[first][kind]["pooled"]["p50"], summary[spec][kind]["pooled"]["p50"]
+            a, b = medians[first][kind]["pooled"]["p50"], medians[spec][kind]["pooled"]["p50"]
             print(f"{kind} p50 {label(spec)} / {label(first)}: {b / a:.3f} ({b - a:+.2f} ms)")
         for lang in LANGS:
-            a, b = summary[first][f"bulk_{lang}"]["per_s"], summary[spec][f"bulk_{lang}"]["per_s"]
+            a, b = medians[first][f"bulk_{lang}"]["per_s"], medians[spec][f"bulk_{lang}"]["per_s"]
             print(f"bulk_{lang} rate {label(spec)} / {label(first)}: {b / a:.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rounds": rounds, "summary": summary}, indent=1))
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rounds": rounds, "summary": medians}, indent=1))
 
 
 if __name__ == "__main__":

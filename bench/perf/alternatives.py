@@ -21,6 +21,7 @@ import time
 
 from bench._stats import summary
 from bench.perf import corpus, measure, plans, recall, stack
+from bench.perf.results import load_results, save_results
 
 STOP = {
     "a", "about", "after", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from",
@@ -247,9 +248,7 @@ def main() -> None:
     parser.add_argument("--plain", action="store_true", help="also compare a STORAGE PLAIN copy of the vectors")
     parser.add_argument("--profile", type=int, default=0, help="also profile N REST searches through the ASGI app")
     args = parser.parse_args()
-    env = stack.start_database()
-    try:
-        stack.setup_django()
+    with stack.database() as env:
         out = measure_alternatives(
             size=args.size,
             queries=args.queries,
@@ -268,16 +267,9 @@ def main() -> None:
             + " .venv/bin/python -m bench.perf.alternatives "
             + " ".join(sys.argv[1:])
         )
-        results_file = stack.BASE_DIR / "bench" / "perf" / "results.json"
-        results = json.loads(results_file.read_text())
+        results = load_results()
         results.setdefault("alternatives", {})[str(args.size)] = out
-        results_file.write_text(json.dumps(results, indent=1, default=str))
-    finally:
-        if env["pg_started"]:
-            from django.db import connections
-
-            connections.close_all()
-            stack.stop_database()
+        save_results(results)
 
 
 if __name__ == "__main__":

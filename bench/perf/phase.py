@@ -1,26 +1,19 @@
-"""One phase of the search performance run: a corpus size loaded, then measured; and the results
-file every phase writes into as it goes."""
+"""One phase of the search performance run: a corpus size loaded, then measured, its figures saved
+into bench/perf/results.json as each step ends."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-RESULTS_FILE = Path(__file__).resolve().parent / "results.json"
+from bench.perf.results import load_results, save_results
+
+__all__ = ["estimate_phase_s", "load_results", "log", "measure_recall", "phase", "save_results"]
 
 
 def log(message: str) -> None:
     print(f"[{datetime.now():%H:%M:%S}] {message}", flush=True)
-
-
-def load_results() -> dict:
-    return json.loads(RESULTS_FILE.read_text()) if RESULTS_FILE.exists() else {"sizes": {}}
-
-
-def save_results(results: dict) -> None:
-    RESULTS_FILE.write_text(json.dumps(results, indent=1, default=str))
 
 
 def _grow(size: int, *, real: bool, args, env: dict, specs, tenants, entry: dict, masker: str) -> dict:

@@ -89,20 +89,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--size", type=int, required=True, help="corpus size loaded")
     args = parser.parse_args()
-    env = stack.start_database()
-    try:
-        stack.setup_django()
+    with stack.database():
         out = measure(size=args.size, requests=args.requests)
         (stack.PROFILE.dir / "profile_request.json").write_text(json.dumps(out, indent=1))
         print(json.dumps({k: v for k, v in out.items() if not k.startswith("profile_")}, indent=1))
         print(out["profile_top_cumulative"][:12000])
         print(out["profile_top_own_time"][:8000])
-    finally:
-        if env["pg_started"]:
-            from django.db import connections
-
-            connections.close_all()
-            stack.stop_database()
 
 
 if __name__ == "__main__":

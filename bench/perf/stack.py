@@ -237,6 +237,22 @@ def stop_process(process: subprocess.Popen | None) -> None:
         process.wait(timeout=10)
 
 
+@contextlib.contextmanager
+def database():
+    """The bench PostgreSQL running (started if it was not) with Django set up; its facts as
+    ``start_database`` gives them. Stopped again at the end if this started it."""
+    env = start_database()
+    try:
+        setup_django()
+        yield env
+    finally:
+        if env["pg_started"]:
+            from django.db import connections
+
+            connections.close_all()
+            stop_database()
+
+
 def stop_database() -> None:
     devstack.pg_stop(PROFILE)
     release_huge_pages()
