@@ -3,10 +3,10 @@
     .venv/bin/python -m bench.perf.ab_interleave .data/bench/app-<old> .data/bench/app-<new> [--size 10000]
     .venv/bin/python -m bench.perf.ab_interleave <old> <new> --size 10000 --endpoints list,context,get
 
-Where ``ab_rest`` alternates whole runs (one server at a time, ~30 s each), this serves both
+Where ``ab_rest`` alternates whole runs (one server at a time), this serves both
 copies at once, the first on 127.0.0.1:8030 and the second on 8031, and sends every request to
 one and then the other (which goes first alternates), so both meet the same state of the shared
-machine, whose speed drifts by tens of percent between runs. Searches: the same 400 queries to
+machine, whose speed drifts between runs. Searches: the same 400 queries to
 both (30 more first, not counted). Writes: ``--writes`` pairs of distinct notes with PII in
 them, one of each pair to each server (10 pairs more first, not counted): the same text twice
 would be answered as a duplicate. Reads (``--endpoints list,context,get``), taken in turn
