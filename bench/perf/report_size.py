@@ -31,6 +31,17 @@ def cell(value, digits: int = 1) -> str:
     return str(value)
 
 
+def asgi_profile_sentence(profile: dict) -> str:
+    """The in-process ASGI profile's figures as one sentence."""
+    return (
+        "The ASGI application called in process (httpx ASGITransport: no socket, no uvicorn), ms p50/p95: "
+        + "; ".join(
+            f"{k} {cell(v['p50'])}/{cell(v['p95'])}" for k, v in profile.items() if k != "profile_top_cumulative"
+        )
+        + "."
+    )
+
+
 def size_section(size: int, e: dict, results: dict) -> list[str]:
     """The lines of the section for one measured corpus size ``e`` of ``results``."""
     return [
@@ -123,13 +134,7 @@ def _profile_lines(e: dict) -> list[str]:
     out = []
     ap = e.get("asgi_profile")
     if ap:
-        out.append(
-            "The ASGI application called in process (httpx ASGITransport: no socket, no uvicorn), ms p50/p95: "
-            + "; ".join(
-                f"{k} {cell(v['p50'])}/{cell(v['p95'])}" for k, v in ap.items() if k != "profile_top_cumulative"
-            )
-            + ".\n"
-        )
+        out.append(asgi_profile_sentence(ap) + "\n")
     il = e.get("initial_load")
     if il:
         out.append(
