@@ -18,23 +18,9 @@ TITLE_PREFIX = re.compile(r"^(Dr|Mr|Mrs|Ms|Mx|Prof|Sir|Dame)\.?\s", re.I)
 POSSESSIVE_SUFFIX = re.compile(r"['’]s?$")
 ROMAJI_HONORIFIC = re.compile(r"-(san|sama|kun|chan|sensei|senpai|dono)$", re.I)
 JA_HONORIFICS = (
-    "さん",
-    "様",
-    "さま",
-    "氏",
-    "くん",
-    "君",
-    "ちゃん",
-    "先生",
-    "部長",
-    "課長",
-    "社長",
-    "係長",
-    "主任",
-    "室長",
-    "殿",
-    "先輩",
-)
+    "さん", "様", "さま", "氏", "くん", "君", "ちゃん", "先生", "部長", "課長", "社長", "係長", "主任", "室長",
+    "殿", "先輩",
+)  # fmt: skip
 EDGE_PUNCT = set(" \t\n.,;:!?()[]{}\"'“”‘’「」『』（）、。・:：")
 
 CARD = re.compile(r"(?<!\d)(?:\d[ -]?){13,19}(?!\d)")

@@ -36,47 +36,13 @@ CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage_memory (
     request_hash text, occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, doc text
 )"""
 STAGE_COLUMNS = [
-    "id",
-    "tenant_id",
-    "scope",
-    "user",
-    "repository",
-    "session",
-    "author",
-    "kind",
-    "priority",
-    "confidence",
-    "title",
-    "text",
-    "tags",
-    "dedup_key",
-    "request_hash",
-    "occurred_at",
-    "created_at",
-    "expires_at",
-    "doc",
-]
+    "id", "tenant_id", "scope", "user", "repository", "session", "author", "kind", "priority", "confidence",
+    "title", "text", "tags", "dedup_key", "request_hash", "occurred_at", "created_at", "expires_at", "doc",
+]  # fmt: skip
 STAGE_TYPES = [
-    "uuid",
-    "uuid",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text[]",
-    "text",
-    "text",
-    "timestamptz",
-    "timestamptz",
-    "timestamptz",
-    "text",
-]
+    "uuid", "uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "text", "text[]",
+    "text", "text", "timestamptz", "timestamptz", "timestamptz", "text",
+]  # fmt: skip
 INSERT_FROM_STAGE = """
 INSERT INTO memories_memory (id, tenant_id, scope, "user", repository, session, name, author, kind, priority,
     confidence, lifecycle, title, text, tags, metadata, solved_query, external_id, dedup_key, request_hash,
