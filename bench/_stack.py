@@ -5,7 +5,11 @@ with bench_stack("quality", pg_port=54331, redis_db=6):
 """
 
 import os
+import subprocess
+import sys
+import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from memory_service import devstack
 
@@ -70,7 +74,6 @@ def write_section(path, lines: list[str], figures: list[tuple[str, str, str]] = 
     command and the time, from which ``update_results`` builds the summary tables of RESULTS.md and
     the README."""
     import json
-    from pathlib import Path
 
     from bench.update_results import run_facts
 
@@ -82,4 +85,48 @@ def write_section(path, lines: list[str], figures: list[tuple[str, str, str]] = 
     print("\n".join(lines))
 
 
-__all__ = ["bench_stack", "write_section"]
+def start_uvicorn(port: int, *, env: dict, workers: int | None = None, attempts: int = 300, probe_timeout: float = 1):
+    """uvicorn serving the whole application on loopback ``port`` with the environment plus ``env``
+    (``--workers`` when given; its output discarded), returned once ``/healthz`` answers 200.
+    Raises RuntimeError when it has not after ``attempts`` probes."""
+    import httpx
+
+    command = [
+        sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+        "--no-access-log", "--log-level", "warning",
+    ]  # fmt: skip
+    if workers is not None:
+        command += ["--workers", str(workers)]
+    process = subprocess.Popen(command, env=os.environ | env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(attempts):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=probe_timeout).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.terminate()
+    raise RuntimeError("the web server did not start")
+
+
+def start_celery_worker(options: list[str], *, env: dict | None = None, log_path: Path | None = None):
+    """``celery -A memory_service worker <options>`` with the environment plus ``env``, its output
+    appended to ``log_path`` (discarded without one), returned once a worker answers a ping.
+    Raises RuntimeError when it exits or has not answered within 60 s."""
+    from memory_service.celery import app
+
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", *options],
+        env=os.environ | (env or {}),
+        stdout=log,
+        stderr=subprocess.STDOUT if log_path else subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not app.control.ping(timeout=0.5):
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the worker did not start" + (f"; see {log_path}" if log_path else ""))
+    return process
+
+
+__all__ = ["bench_stack", "start_celery_worker", "start_uvicorn", "write_section"]

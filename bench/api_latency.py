@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import os
 import random
-import statistics
 import subprocess
 import sys
 import time
@@ -22,19 +21,14 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
+from bench._stack import bench_stack, start_uvicorn, write_section  # noqa: E402
+from bench._stats import percentiles  # noqa: E402
 
 TOPICS = [
     "connection pool", "flaky test", "deploy", "migration", "cache", "rate limit", "feature flag", "CI",
     "logging", "retry", "timeout", "schema", "index", "queue", "auth token", "i18n", "docker", "backup",
 ]  # fmt: skip
 ACTIONS = ["raise", "lower", "pin", "document", "monitor", "remove", "split", "rename", "retry", "cache"]
-
-
-def percentiles(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.95), pick(0.99)
 
 
 def seed(count: int) -> str:
@@ -65,22 +59,8 @@ def seed(count: int) -> str:
 
 
 def serve(port: int) -> subprocess.Popen:
-    env = os.environ | {"PUBLIC_BASE_URL": f"http://127.0.0.1:{port}", "RATE_LIMIT_PER_MINUTE": "0"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--no-access-log", "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    import httpx
-
-    for _ in range(300):
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            return process
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.terminate()
-    raise RuntimeError("the web server did not start")
+    """The application under uvicorn on ``port``, without rate limits."""
+    return start_uvicorn(port, env={"PUBLIC_BASE_URL": f"http://127.0.0.1:{port}", "RATE_LIMIT_PER_MINUTE": "0"})
 
 
 def time_rest(url: str, token: str, requests: int) -> list[float]:

@@ -9,7 +9,7 @@ requests, one after the other, each client into its own tenant, a new connection
 clients starting half a second apart; the rate is the items created over the wall time from the
 first counted request to the last answer. The configurations run twice, the
 second pass in reverse order, so the machine's drift hits them alike; both passes are reported.
-Notes are 200–300-character English notes naming one person (``bench/perf/ab_pii_writes.py``),
+Notes are 200–300-character English notes naming one person (``bench/_notes.py``),
 each unique. No embedding worker runs: the tasks wait in Redis database 13, emptied at the end.
 
 Uses its own embedded PostgreSQL (port 54337, data in .data/bulkingest).
@@ -28,7 +28,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
+from bench._stack import bench_stack, start_uvicorn, write_section  # noqa: E402
 
 PORT = 8036
 STAGGER_S = 0.5
@@ -38,24 +38,11 @@ CONFIGS = [(1, 1, "regex + names"), (2, 1, "regex + names"), (2, 2, "regex + nam
 
 
 def serve(workers: int) -> subprocess.Popen:
-    import httpx
-
-    env = os.environ | {"RATE_LIMIT_PER_MINUTE": "0", "AUTH_FAILURES_PER_MINUTE": "0"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "memory_service.asgi:application", "--host", "127.0.0.1", "--port",
-         str(PORT), "--no-access-log", "--log-level", "warning", "--workers", str(workers)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    for _ in range(600):
-        try:
-            if httpx.get(f"http://127.0.0.1:{PORT}/healthz", timeout=2).status_code == 200:
-                time.sleep(3 * (workers - 1))  # the other processes finish loading
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.terminate()
-    raise RuntimeError("the web server did not start")
+    """``workers`` uvicorn processes on PORT without rate limits, once all of them have loaded."""
+    env = {"RATE_LIMIT_PER_MINUTE": "0", "AUTH_FAILURES_PER_MINUTE": "0"}
+    process = start_uvicorn(PORT, env=env, workers=workers, attempts=600, probe_timeout=2)
+    time.sleep(3 * (workers - 1))  # the other processes finish loading
+    return process
 
 
 def run_client(token: str, batches: list[list[dict]], created: list[int], errors: list[str]) -> None:
@@ -117,7 +104,7 @@ def main() -> None:
     with bench_stack("bulkingest", pg_port=54337, redis_db=13):
         from django.db import connections
 
-        from bench.perf.ab_pii_writes import make_note
+        from bench._notes import make_note
         from memory_service.pii import REGEX_ENTITIES
         from memory_service.redis import get_redis
         from tenants.masking import tenant_pii_policy_set

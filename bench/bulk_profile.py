@@ -7,7 +7,7 @@ the steps of the write path timed by wrapping their functions in this process on
 Two tenants: one with the default policy (both tiers: regex and names) and one whose policy names
 only the regex tier's entity types. Requests alternate between them; the first of each is not
 counted. Notes are 200–300-character English engineering notes naming one person (the generator
-of ``bench/perf/ab_pii_writes.py``), each unique. Commits run, so embedding tasks are published to
+of ``bench/_notes.py``), each unique. Commits run, so embedding tasks are published to
 Redis (database 11, emptied after) and nothing consumes them.
 
 Uses its own embedded PostgreSQL (port 54336, data in .data/bulkprofile).
@@ -88,98 +88,120 @@ def instrument(totals: dict) -> None:
             setattr(owner, name, timed)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=6, help="counted requests per policy")
     parser.add_argument("--size", type=int, default=500, help="items per request")
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "bulk_profile.md"))
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def policy_clients() -> dict:
+    """An in-process API client per masking policy, each with a fresh tenant of that policy."""
+    from django.conf import settings
+    from rest_framework.test import APIClient
+
+    from memory_service.pii import REGEX_ENTITIES
+    from tenants.masking import tenant_pii_policy_set
+    from tenants.services import tenant_create, token_create
+
+    settings.RATE_LIMIT_PER_MINUTE = 0
+    settings.ALLOWED_HOSTS = ["*"]
+    stamp = int(time.time())
+    policies = {}
+    for policy in ("regex + names", "regex only"):
+        tenant = tenant_create(slug=f"bulk-{policy.split()[-1]}-{stamp}")
+        if policy == "regex only":
+            tenant = tenant_pii_policy_set(tenant=tenant, entities=list(REGEX_ENTITIES))
+        token = token_create(tenant=tenant, actor="system:bench", name="bench")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.raw}")
+        policies[policy] = client
+    return policies
+
+
+def profile(args, policies: dict) -> tuple[dict, dict, dict]:
+    """Bulk requests alternating the policies (the first round not counted), each step timed: the
+    steps' seconds, each request's seconds and the items counted, by policy."""
+    from bench._notes import make_note
+
+    totals = {policy: defaultdict(float) for policy in policies}
+    request_s = {policy: [] for policy in policies}
+    items_done = {policy: 0 for policy in policies}
+    current: dict = defaultdict(float)
+    instrument(current)
+    rng = random.Random(20261204)
+    n = 0
+    for round_ in range(args.requests + 1):
+        for policy, client in policies.items():
+            items = []
+            for _ in range(args.size):
+                title, text = make_note(rng, "en", n)
+                items.append({"scope": "user", "user": "u1", "kind": "note", "title": title, "text": text,
+                              "tags": ["bench"]})  # fmt: skip
+                n += 1
+            current.clear()
+            started = time.perf_counter()
+            response = client.post("/api/v1/memories/bulk", {"items": items}, format="json")
+            seconds = time.perf_counter() - started
+            statuses = {r["status"] for r in response.json()["results"]} if response.status_code == 200 else {}
+            assert statuses == {201}, (response.status_code, statuses)
+            print(f"{policy}: {args.size} items in {seconds:.2f} s ({args.size / seconds:.0f}/s)", flush=True)
+            if round_ == 0:
+                continue
+            request_s[policy].append(seconds)
+            items_done[policy] += args.size
+            for label, value in current.items():
+                totals[policy][label] += value
+    return totals, request_s, items_done
+
+
+def section(args, policies, totals, request_s, items_done) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The RESULTS.md section and the headline figures of a run."""
+    lines = [
+        "### Bulk write: where an item's time goes",
+        "",
+        f"Command: `.venv/bin/python bench/bulk_profile.py --requests {args.requests} --size {args.size}` — "
+        f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. `POST /api/v1/memories/bulk` of "
+        f"{args.size} English notes (200–300 characters, one person named in each) called in process "
+        "(middleware, token, view, services, commit; no socket), alternating the two policies, "
+        f"{args.requests} requests each after one not counted. Steps are timed by wrapping their "
+        "functions; a nested step's time is also inside its parent's (the tiers inside the batch).",
+        "",
+        "| step | " + " | ".join(f"{p}: ms per item" for p in policies) + " |",
+        "|---|" + "---|" * len(policies),
+    ]
+    for label, _module, _attribute in STEPS:
+        cells = [f"{totals[p][label] * 1000 / items_done[p]:.3f}" for p in policies]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    whole = {p: sum(request_s[p]) * 1000 / items_done[p] for p in policies}
+    top = {p: sum(v for k, v in totals[p].items() if k not in NESTED) * 1000 / items_done[p] for p in policies}
+    lines.append("| everything else (HTTP layer, token, transaction, JSON) | "
+                 + " | ".join(f"{whole[p] - top[p]:.3f}" for p in policies) + " |")  # fmt: skip
+    lines.append("| **whole request, per item** | " + " | ".join(f"**{whole[p]:.3f}**" for p in policies) + " |")
+    rates = [f"{args.size / statistics.median(request_s[p]):.0f}" for p in policies]
+    lines.append("| items per second (median request) | " + " | ".join(rates) + " |")
+    figures = [
+        (
+            f"bulk write in process ({args.size} notes a request), {policy}: time per item",
+            f"{whole[policy]:.2f} ms ({rate} items/s)",
+            "",
+        )
+        for policy, rate in zip(policies, rates, strict=True)
+    ]
+    return lines + [""], figures
+
+
+def main() -> None:
+    args = parse_args()
     with bench_stack("bulkprofile", pg_port=54336, redis_db=11):
-        from django.conf import settings
-        from rest_framework.test import APIClient
-
-        from bench.perf.ab_pii_writes import make_note
-        from memory_service.pii import REGEX_ENTITIES
         from memory_service.redis import get_redis
-        from tenants.masking import tenant_pii_policy_set
-        from tenants.services import tenant_create, token_create
 
-        settings.RATE_LIMIT_PER_MINUTE = 0
-        settings.ALLOWED_HOSTS = ["*"]
-        stamp = int(time.time())
-        policies = {}
-        for policy in ("regex + names", "regex only"):
-            tenant = tenant_create(slug=f"bulk-{policy.split()[-1]}-{stamp}")
-            if policy == "regex only":
-                tenant = tenant_pii_policy_set(tenant=tenant, entities=list(REGEX_ENTITIES))
-            token = token_create(tenant=tenant, actor="system:bench", name="bench")
-            client = APIClient()
-            client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.raw}")
-            policies[policy] = client
-
-        totals = {policy: defaultdict(float) for policy in policies}
-        request_s = {policy: [] for policy in policies}
-        items_done = {policy: 0 for policy in policies}
-        current: dict = defaultdict(float)
-        instrument(current)
-        rng = random.Random(20261204)
-        n = 0
-        for round_ in range(args.requests + 1):
-            for policy, client in policies.items():
-                items = []
-                for _ in range(args.size):
-                    title, text = make_note(rng, "en", n)
-                    items.append({"scope": "user", "user": "u1", "kind": "note", "title": title, "text": text,
-                                  "tags": ["bench"]})  # fmt: skip
-                    n += 1
-                current.clear()
-                started = time.perf_counter()
-                response = client.post("/api/v1/memories/bulk", {"items": items}, format="json")
-                seconds = time.perf_counter() - started
-                statuses = {r["status"] for r in response.json()["results"]} if response.status_code == 200 else {}
-                assert statuses == {201}, (response.status_code, statuses)
-                print(f"{policy}: {args.size} items in {seconds:.2f} s ({args.size / seconds:.0f}/s)", flush=True)
-                if round_ == 0:
-                    continue
-                request_s[policy].append(seconds)
-                items_done[policy] += args.size
-                for label, value in current.items():
-                    totals[policy][label] += value
+        policies = policy_clients()
+        totals, request_s, items_done = profile(args, policies)
         get_redis().flushdb()
-
-        lines = [
-            "### Bulk write: where an item's time goes",
-            "",
-            f"Command: `.venv/bin/python bench/bulk_profile.py --requests {args.requests} --size {args.size}` — "
-            f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. `POST /api/v1/memories/bulk` of "
-            f"{args.size} English notes (200–300 characters, one person named in each) called in process "
-            "(middleware, token, view, services, commit; no socket), alternating the two policies, "
-            f"{args.requests} requests each after one not counted. Steps are timed by wrapping their "
-            "functions; a nested step's time is also inside its parent's (the tiers inside the batch).",
-            "",
-            "| step | " + " | ".join(f"{p}: ms per item" for p in policies) + " |",
-            "|---|" + "---|" * len(policies),
-        ]
-        for label, _module, _attribute in STEPS:
-            cells = [f"{totals[p][label] * 1000 / items_done[p]:.3f}" for p in policies]
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        whole = {p: sum(request_s[p]) * 1000 / items_done[p] for p in policies}
-        top = {p: sum(v for k, v in totals[p].items() if k not in NESTED) * 1000 / items_done[p] for p in policies}
-        lines.append("| everything else (HTTP layer, token, transaction, JSON) | "
-                     + " | ".join(f"{whole[p] - top[p]:.3f}" for p in policies) + " |")  # fmt: skip
-        lines.append("| **whole request, per item** | " + " | ".join(f"**{whole[p]:.3f}**" for p in policies) + " |")
-        rates = [f"{args.size / statistics.median(request_s[p]):.0f}" for p in policies]
-        lines.append("| items per second (median request) | " + " | ".join(rates) + " |")
-        figures = [
-            (
-                f"bulk write in process ({args.size} notes a request), {policy}: time per item",
-                f"{whole[policy]:.2f} ms ({rate} items/s)",
-                "",
-            )
-            for policy, rate in zip(policies, rates, strict=True)
-        ]
-        write_section(args.out, lines + [""], figures)
+        lines, figures = section(args, policies, totals, request_s, items_done)
+        write_section(args.out, lines, figures)
 
 
 #: Steps timed inside another step (not added again to the request's total).

@@ -19,7 +19,6 @@ import argparse
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -29,7 +28,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
+from bench._stack import bench_stack, start_celery_worker, write_section  # noqa: E402
 
 TOPICS = ["connection pool", "flaky test", "deploy", "migration", "cache", "rate limit", "feature flag", "CI",
           "logging", "retry", "timeout", "schema", "index", "queue", "auth token", "docker", "backup"]  # fmt: skip
@@ -90,18 +89,8 @@ def time_export(tenant, user: str = "") -> dict:
 
 def start_worker():
     """A Celery worker on the exports queue, as deployed (prefork, one child)."""
-    from memory_service.celery import app
-
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "-Q", "exports", "--concurrency", "1",
-         "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
-        env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the worker did not start")
-    return process
+    options = ["-Q", "exports", "--concurrency", "1", "--loglevel", "WARNING", "--without-gossip", "--without-mingle"]
+    return start_celery_worker(options)
 
 
 def time_worker_export(tenant) -> dict:

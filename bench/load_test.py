@@ -23,8 +23,9 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
-from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
+from bench._stack import bench_stack, start_celery_worker, write_section  # noqa: E402
+from bench._stats import percentiles  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS, serve  # noqa: E402
 
 PORT = 8035
 P95_LIMIT_MS = 200
@@ -129,19 +130,10 @@ def drive(args) -> None:
 
 
 def start_worker(log_path: Path) -> subprocess.Popen:
-    from memory_service.celery import app
-
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "WARNING",
-         "--concurrency", "2", "-Q", "celery,exports", "--without-gossip", "--without-mingle"],
-        env=os.environ | {"OPENBLAS_NUM_THREADS": "1"}, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the worker did not start; see {log_path}")
-    return process
+    options = [
+        "--loglevel", "WARNING", "--concurrency", "2", "-Q", "celery,exports", "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    return start_celery_worker(options, env={"OPENBLAS_NUM_THREADS": "1"}, log_path=log_path)
 
 
 def missing_writes(ids: list[str]) -> int:
@@ -184,7 +176,7 @@ def plot(levels: list[dict], path: Path) -> bool:
     return True
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=1500)
     parser.add_argument("--seconds", type=float, default=20)
@@ -197,10 +189,12 @@ def main() -> None:
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--tenants-file", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.drive:
-        return drive(args)
+    return parser.parse_args()
 
+
+def run_levels(args) -> dict:
+    """Seed the tenants, serve them with a worker, drive every level from a second process; the
+    levels' raw samples, the acknowledged writes and how many of them are missing afterwards."""
     os.environ["WEB_CONCURRENCY"] = str(args.web_workers)
     os.environ["RATE_LIMIT_PER_MINUTE"] = "0"
     load_before = os.getloadavg()
@@ -233,21 +227,32 @@ def main() -> None:
         acknowledged = [i for level in raw for i in level["written"]]
         lost = missing_writes(acknowledged)
     load_after = os.getloadavg()
+    return {
+        "raw": raw, "acknowledged": acknowledged, "lost": lost, "seeded_s": seeded_s,
+        "load_before": load_before, "load_after": load_after,
+    }  # fmt: skip
 
-    levels = []
-    for level in raw:
-        samples = level["samples"]
-        latencies = [ms for _, ms, _ in samples]
-        p50, p95, p99 = percentiles(latencies)
-        by_kind = {kind: [ms for k, ms, _ in samples if k == kind] for kind in ("search", "write", "other")}
-        levels.append({
-            "concurrency": level["concurrency"], "requests": len(samples),
-            "throughput": len(samples) / level["elapsed"], "p50": p50, "p95": p95, "p99": p99,
-            "search_p95": percentiles(by_kind["search"])[1] if by_kind["search"] else float("nan"),
-            "write_p95": percentiles(by_kind["write"])[1] if by_kind["write"] else float("nan"),
-            "errors": sum(1 for _, _, status in samples if not 200 <= status < 300),
-            "server_errors": sum(1 for _, _, status in samples if status == 0 or status >= 500),
-        })  # fmt: skip
+
+def level_figures(level: dict) -> dict:
+    """Throughput, percentiles (all, searches, writes) and errors of one level's samples."""
+    samples = level["samples"]
+    latencies = [ms for _, ms, _ in samples]
+    p50, p95, p99 = percentiles(latencies)
+    by_kind = {kind: [ms for k, ms, _ in samples if k == kind] for kind in ("search", "write", "other")}
+    return {
+        "concurrency": level["concurrency"], "requests": len(samples),
+        "throughput": len(samples) / level["elapsed"], "p50": p50, "p95": p95, "p99": p99,
+        "search_p95": percentiles(by_kind["search"])[1] if by_kind["search"] else float("nan"),
+        "write_p95": percentiles(by_kind["write"])[1] if by_kind["write"] else float("nan"),
+        "errors": sum(1 for _, _, status in samples if not 200 <= status < 300),
+        "server_errors": sum(1 for _, _, status in samples if status == 0 or status >= 500),
+    }  # fmt: skip
+
+
+def section(args, run: dict, levels: list[dict]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The RESULTS.md section and the headline figures of a run."""
+    acknowledged, lost, seeded_s = run["acknowledged"], run["lost"], run["seeded_s"]
+    load_before, load_after = run["load_before"], run["load_after"]
     below = [level for level in levels if level["p95"] <= P95_LIMIT_MS]
     best = max(below, key=lambda level: level["throughput"]) if below else None
     png = Path(args.out).with_suffix(".png")
@@ -303,6 +308,16 @@ def main() -> None:
         lv = four[0]
         figures.insert(1, (f"{mix}, four clients", f"{lv['throughput']:.1f} req/s, search p95 {lv['search_p95']:.1f} "
                            f"ms, {lv['errors']} errors", "search p95 ≤ 80 ms"))  # fmt: skip
+    return report, figures
+
+
+def main() -> None:
+    args = parse_args()
+    if args.drive:
+        return drive(args)
+    run = run_levels(args)
+    levels = [level_figures(level) for level in run["raw"]]
+    report, figures = section(args, run, levels)
     write_section(args.out, report, figures)
 
 

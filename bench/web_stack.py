@@ -22,7 +22,8 @@ BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
 from bench._stack import bench_stack, write_section  # noqa: E402
-from bench.api_latency import ACTIONS, TOPICS, percentiles, seed  # noqa: E402
+from bench._stats import percentiles  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS, seed  # noqa: E402
 
 
 def requests_for(token: str, rng: random.Random) -> dict:

@@ -29,8 +29,9 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, write_section  # noqa: E402
-from bench.api_latency import ACTIONS, TOPICS, percentiles, serve  # noqa: E402
+from bench._stack import bench_stack, start_celery_worker, write_section  # noqa: E402
+from bench._stats import percentiles  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS, serve  # noqa: E402
 
 PORT = 8034
 
@@ -92,21 +93,16 @@ def _nothing():
 
 
 def start_worker(batch: int, log_path: Path) -> subprocess.Popen:
+    """Two embedding workers taking ``batch`` memories per task, on an emptied queue."""
     from memory_service.celery import app
 
     app.control.purge()
-    env = os.environ | {"EMBEDDING_TASK_BATCH": str(batch), "OPENBLAS_NUM_THREADS": "1"}
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "memory_service", "worker", "--loglevel", "WARNING",
-         "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname", f"bench-{batch}@%h"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not app.control.ping(timeout=0.5):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the worker did not start; see {log_path}")
-    return process
+    options = [
+        "--loglevel", "WARNING", "--concurrency", "2", "--without-gossip", "--without-mingle", "--hostname",
+        f"bench-{batch}@%h",
+    ]  # fmt: skip
+    env = {"EMBEDDING_TASK_BATCH": str(batch), "OPENBLAS_NUM_THREADS": "1"}
+    return start_celery_worker(options, env=env, log_path=log_path)
 
 
 def steady_writes(url: str, token: str, rate: float, seconds: float, tag: str) -> dict:
@@ -166,14 +162,19 @@ def fmt(samples: list[float], scale: float = 1.0) -> str:
     return f"{p50:.1f} / {p95:.1f} / {p99:.1f}"
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=float, default=50)
     parser.add_argument("--seconds", type=float, default=45)
     parser.add_argument("--samples", type=int, default=400, help="audited and unaudited calls each")
     parser.add_argument("--web-workers", type=int, default=2, help="uvicorn processes (WEB_CONCURRENCY)")
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "write_path.md"))
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure(args) -> tuple[dict, dict, tuple, tuple]:
+    """The audit's cost in process, then steady REST writes with each embedding task mode; the
+    audit timings, the runs by batch, and the load averages before and after."""
     import logging
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -206,6 +207,11 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
     load_after = os.getloadavg()
+    return times, runs, load_before, load_after
+
+
+def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The RESULTS.md section and the headline figures of a run."""
 
     def row(name, samples):
         return f"| {name} | {len(samples)} | {fmt(samples)} |"
@@ -270,6 +276,13 @@ def main() -> None:
             "p95 ≤ 2 s",
         ),
     ]
+    return report, figures
+
+
+def main() -> None:
+    args = parse_args()
+    times, runs, load_before, load_after = measure(args)
+    report, figures = section(args, times, runs, load_before, load_after)
     write_section(args.out, report, figures)
 
 

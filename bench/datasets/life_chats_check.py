@@ -21,10 +21,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-# The bilingual set's checker, next to this file: the same timestamp and personal-data rules.
-from validate import EMAIL, PHONE, parse_ts
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))  # run as a script: the repository root, for bench.datasets
+
+# The bilingual set's checker: the same timestamp and personal-data rules.
+from bench.datasets.validate import EMAIL, PHONE, parse_ts  # noqa: E402
+
 FOLDER = HERE / "life_chats"
 
 KINDS = ("single_hop", "multi_hop", "temporal", "open_domain")
@@ -81,9 +83,37 @@ def check_conversation(path: Path) -> tuple[list[str], dict]:
         speakers = ["", ""]
     names = {s.lower() for s in speakers}
 
+    sessions = data.get("sessions") or []
+    turns = check_sessions(cid, sessions, speakers, errors)
+    questions = data.get("questions") or []
+    kinds, overlaps = check_questions(cid, questions, turns, names, errors)
+    if len(turns) < MIN_TURNS:
+        errors.append(f"{len(turns)} turns, at least {MIN_TURNS}")
+    if len(sessions) < MIN_SESSIONS:
+        errors.append(f"{len(sessions)} sessions, at least {MIN_SESSIONS}")
+    if len(questions) < MIN_QUESTIONS:
+        errors.append(f"{len(questions)} questions, at least {MIN_QUESTIONS}")
+    for kind, minimum in MIN_PER_CONVERSATION.items():
+        if kinds[kind] < minimum:
+            errors.append(f"{kinds[kind]} {kind} questions, at least {minimum}")
+    mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
+    if mean_overlap > MAX_MEAN_OVERLAP:
+        errors.append(f"mean overlap {mean_overlap:.3f}, at most {MAX_MEAN_OVERLAP}")
+    counts = {
+        "turns": len(turns),
+        "sessions": len(sessions),
+        "questions": len(questions),
+        "kinds": dict(kinds),
+        "overlaps": overlaps,
+        "split": data.get("split"),
+    }
+    return errors, counts
+
+
+def check_sessions(cid, sessions: list, speakers: list, errors: list[str]) -> dict[str, dict]:
+    """Each session's id and date and each turn's id, speaker and text; the turns by id."""
     turns: dict[str, dict] = {}
     previous_time = None
-    sessions = data.get("sessions") or []
     for s_index, session in enumerate(sessions, 1):
         sid = f"{cid}-s{s_index:02d}"
         if session.get("id") != sid:
@@ -107,8 +137,11 @@ def check_conversation(path: Path) -> tuple[list[str], dict]:
             if EMAIL.search(text) or PHONE.search(text) or URL.search(text):
                 errors.append(f"{tid}: no e-mail addresses, phone numbers or URLs")
             turns[tid] = {**turn, "session": sid}
+    return turns
 
-    questions = data.get("questions") or []
+
+def check_questions(cid, questions: list, turns: dict, names: set[str], errors: list[str]) -> tuple[Counter, list]:
+    """Each question's id, kind, answer, evidence and overlap; the kinds counted and the overlaps."""
     kinds: Counter = Counter()
     overlaps: list[float] = []
     seen_questions: set[str] = set()
@@ -143,28 +176,7 @@ def check_conversation(path: Path) -> tuple[list[str], dict]:
         if share > MAX_QUESTION_OVERLAP:
             errors.append(f"{qid}: {share:.2f} of its content words in its evidence, at most {MAX_QUESTION_OVERLAP}")
         overlaps.append(share)
-
-    if len(turns) < MIN_TURNS:
-        errors.append(f"{len(turns)} turns, at least {MIN_TURNS}")
-    if len(sessions) < MIN_SESSIONS:
-        errors.append(f"{len(sessions)} sessions, at least {MIN_SESSIONS}")
-    if len(questions) < MIN_QUESTIONS:
-        errors.append(f"{len(questions)} questions, at least {MIN_QUESTIONS}")
-    for kind, minimum in MIN_PER_CONVERSATION.items():
-        if kinds[kind] < minimum:
-            errors.append(f"{kinds[kind]} {kind} questions, at least {minimum}")
-    mean_overlap = sum(overlaps) / len(overlaps) if overlaps else 0.0
-    if mean_overlap > MAX_MEAN_OVERLAP:
-        errors.append(f"mean overlap {mean_overlap:.3f}, at most {MAX_MEAN_OVERLAP}")
-    counts = {
-        "turns": len(turns),
-        "sessions": len(sessions),
-        "questions": len(questions),
-        "kinds": dict(kinds),
-        "overlaps": overlaps,
-        "split": data.get("split"),
-    }
-    return errors, counts
+    return kinds, overlaps
 
 
 def main(argv: list[str]) -> int:

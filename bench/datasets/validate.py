@@ -99,7 +99,38 @@ def validate_bilingual(path: Path) -> tuple[Report, dict]:
     extra = set(data) - {"memories", "queries"}
     if extra:
         rep.err(f"unexpected top-level keys: {sorted(extra)}")
+    mem = check_memories(rep, memories)
+    superseded_by, links = check_links(rep, mem)
+    chains = count_chains(mem, superseded_by)
+    repos = sorted({m.get("repository") for m in mem.values() if isinstance(m.get("repository"), str)})
+    if len(repos) != 4:
+        rep.err(f"expected 4 repositories, found {len(repos)}: {repos}")
 
+    seen_q: set[str] = set()
+    for i, q in enumerate(queries):
+        check_query(rep, i, q, mem=mem, repos=repos, seen_q=seen_q, superseded_by=superseded_by)
+    cats, langs, cross = check_minimums(rep, mem, queries, chains)
+    years = Counter(m["occurred_at"][:4] for m in mem.values() if parse_ts(m.get("occurred_at")))
+    stats.update(
+        memories=len(mem),
+        queries=len(queries),
+        repos=Counter(m.get("repository") for m in mem.values()),
+        langs=langs,
+        kinds=Counter(m.get("kind") for m in mem.values()),
+        years=years,
+        links=links,
+        chains=chains,
+        partial=sum(1 for m in mem.values() if m.get("partial")),
+        categories=cats,
+        query_langs=Counter(q.get("lang") for q in queries if isinstance(q, dict)),
+        cross=cross,
+        scoped=sum(1 for q in queries if isinstance(q, dict) and q.get("repository") is not None),
+    )
+    return rep, stats
+
+
+def check_memories(rep: Report, memories: list) -> dict[str, dict]:
+    """Each memory's fields; the memories with a well-formed, unique id, by id."""
     mem: dict[str, dict] = {}
     allowed_m = {"id", "repository", "kind", "lang", "title", "text", "occurred_at", "supersedes", "partial"}
     for i, m in enumerate(memories):
@@ -142,8 +173,11 @@ def validate_bilingual(path: Path) -> tuple[Report, dict]:
         if text and m.get("lang") in LANGS and not 1 <= sentence_count(text, m["lang"]) <= 4:
             rep.err(f"{where}: text should have 1-4 sentences (found {sentence_count(text, m['lang'])})")
         check_text_privacy(rep, where, title + "\n" + text)
+    return mem
 
-    # supersession links
+
+def check_links(rep: Report, mem: dict[str, dict]) -> tuple[dict[str, list[tuple[str, bool]]], int]:
+    """The supersession links: what supersedes each memory (id, partial), and how many links there are."""
     superseded_by: dict[str, list[tuple[str, bool]]] = defaultdict(list)
     links = 0
     for mid, m in mem.items():
@@ -169,17 +203,23 @@ def validate_bilingual(path: Path) -> tuple[Report, dict]:
             t_new, t_old = parse_ts(m.get("occurred_at")), parse_ts(mem[old].get("occurred_at"))
             if t_new and t_old and not t_old < t_new:
                 rep.err(f"memory {mid}: supersedes {old}, which is not older")
+    return superseded_by, links
 
-    def ancestors(mid: str) -> set[str]:
-        seen, stack = set(), [mid]
-        while stack:
-            cur = stack.pop()
-            for old in mem.get(cur, {}).get("supersedes", []) or []:
-                if old in mem and old not in seen:
-                    seen.add(old)
-                    stack.append(old)
-        return seen
 
+def ancestors(mem: dict, mid: str) -> set[str]:
+    """The memories ``mid`` supersedes, directly or through others."""
+    seen, stack = set(), [mid]
+    while stack:
+        cur = stack.pop()
+        for old in mem.get(cur, {}).get("supersedes", []) or []:
+            if old in mem and old not in seen:
+                seen.add(old)
+                stack.append(old)
+    return seen
+
+
+def count_chains(mem: dict[str, dict], superseded_by: dict) -> int:
+    """The connected components of the supersession graph (chains)."""
     # chains = connected components of the supersession graph
     parent = {mid: mid for mid in mem}
 
@@ -194,85 +234,84 @@ def validate_bilingual(path: Path) -> tuple[Report, dict]:
             if old in mem:
                 parent[find(old)] = find(mid)
     comp = Counter(find(mid) for mid in mem if m_has_link(mid, mem, superseded_by))
-    chains = len(comp)
+    return len(comp)
 
-    repos = sorted({m.get("repository") for m in mem.values() if isinstance(m.get("repository"), str)})
-    if len(repos) != 4:
-        rep.err(f"expected 4 repositories, found {len(repos)}: {repos}")
 
-    # queries
-    seen_q: set[str] = set()
+def check_query(rep: Report, i: int, q, *, mem: dict, repos: list, seen_q: set[str], superseded_by: dict) -> None:
+    """One query's fields, its relevant memories and its category's rules."""
     allowed_q = {"id", "lang", "query", "category", "repository", "relevant", "current"}
-    for i, q in enumerate(queries):
-        if not isinstance(q, dict):
-            rep.err(f"queries[{i}]: not an object")
-            continue
-        qid = q.get("id")
-        where = f"query {qid!r}"
-        if not isinstance(qid, str) or not re.fullmatch(r"q\d{3}", qid):
-            rep.err(f"{where}: id must look like q001")
-            continue
-        if qid in seen_q:
-            rep.err(f"{where}: duplicate id")
-        seen_q.add(qid)
-        if set(q) - allowed_q:
-            rep.err(f"{where}: unexpected keys {sorted(set(q) - allowed_q)}")
-        lang, cat, text = q.get("lang"), q.get("category"), q.get("query")
-        if lang not in LANGS:
-            rep.err(f"{where}: lang must be en or ja")
-        if cat not in QUERY_CATEGORIES:
-            rep.err(f"{where}: category must be one of {QUERY_CATEGORIES}")
-        if not isinstance(text, str) or not text.strip():
-            rep.err(f"{where}: query must be a non-empty string")
-            text = ""
-        if lang == "ja" and not CJK.search(text):
-            rep.err(f"{where}: lang ja but the query has no Japanese characters")
-        if lang == "en" and CJK.search(text):
-            rep.err(f"{where}: lang en but the query contains Japanese characters")
-        check_text_privacy(rep, where, text)
-        if "repository" not in q:
-            rep.err(f"{where}: repository is required (use null for all repositories)")
-        repo = q.get("repository")
-        if repo is not None and repo not in repos:
-            rep.err(f"{where}: unknown repository {repo!r}")
-        rel = q.get("relevant")
-        if not isinstance(rel, list) or not 1 <= len(rel) <= 3 or len(set(rel)) != len(rel):
-            rep.err(f"{where}: relevant must list 1-3 distinct memory ids")
-            continue
-        missing = [r for r in rel if r not in mem]
-        if missing:
-            rep.err(f"{where}: relevant ids do not exist: {missing}")
-            continue
-        if repo is not None:
-            outside = [r for r in rel if mem[r].get("repository") != repo]
-            if outside:
-                rep.err(f"{where}: relevant {outside} are outside repository {repo}")
-        rel_langs = {mem[r].get("lang") for r in rel}
-        if cat == "paraphrase" and rel_langs != {lang}:
-            rep.err(f"{where}: paraphrase query must be in the language of its notes")
-        if cat == "cross_lingual" and lang in rel_langs:
-            rep.err(f"{where}: cross_lingual query must be in the other language than its notes")
-        if cat == "temporal" and not TEMPORAL_HINT.search(text):
-            rep.err(f"{where}: temporal query should ask about a time (a year, a month, when/いつ)")
-        cur = q.get("current")
-        if cat == "superseded":
-            if cur not in rel:
-                rep.err(f"{where}: current must be one of the relevant ids")
-            else:
-                if len(rel) < 2:
-                    rep.err(f"{where}: superseded query needs the older decision(s) in relevant too")
-                others = set(rel) - {cur}
-                if not others <= ancestors(cur):
-                    rep.err(
-                        f"{where}: current {cur} does not (transitively) supersede {sorted(others - ancestors(cur))}"
-                    )
-                full = [n for n, partial in superseded_by.get(cur, []) if not partial]
-                if full:
-                    rep.err(f"{where}: current {cur} is itself superseded by {full}")
-        elif cur is not None:
-            rep.err(f"{where}: current is only for the superseded category")
+    if not isinstance(q, dict):
+        rep.err(f"queries[{i}]: not an object")
+        return
+    qid = q.get("id")
+    where = f"query {qid!r}"
+    if not isinstance(qid, str) or not re.fullmatch(r"q\d{3}", qid):
+        rep.err(f"{where}: id must look like q001")
+        return
+    if qid in seen_q:
+        rep.err(f"{where}: duplicate id")
+    seen_q.add(qid)
+    if set(q) - allowed_q:
+        rep.err(f"{where}: unexpected keys {sorted(set(q) - allowed_q)}")
+    lang, cat, text = q.get("lang"), q.get("category"), q.get("query")
+    if lang not in LANGS:
+        rep.err(f"{where}: lang must be en or ja")
+    if cat not in QUERY_CATEGORIES:
+        rep.err(f"{where}: category must be one of {QUERY_CATEGORIES}")
+    if not isinstance(text, str) or not text.strip():
+        rep.err(f"{where}: query must be a non-empty string")
+        text = ""
+    if lang == "ja" and not CJK.search(text):
+        rep.err(f"{where}: lang ja but the query has no Japanese characters")
+    if lang == "en" and CJK.search(text):
+        rep.err(f"{where}: lang en but the query contains Japanese characters")
+    check_text_privacy(rep, where, text)
+    if "repository" not in q:
+        rep.err(f"{where}: repository is required (use null for all repositories)")
+    repo = q.get("repository")
+    if repo is not None and repo not in repos:
+        rep.err(f"{where}: unknown repository {repo!r}")
+    rel = q.get("relevant")
+    if not isinstance(rel, list) or not 1 <= len(rel) <= 3 or len(set(rel)) != len(rel):
+        rep.err(f"{where}: relevant must list 1-3 distinct memory ids")
+        return
+    missing = [r for r in rel if r not in mem]
+    if missing:
+        rep.err(f"{where}: relevant ids do not exist: {missing}")
+        return
+    if repo is not None:
+        outside = [r for r in rel if mem[r].get("repository") != repo]
+        if outside:
+            rep.err(f"{where}: relevant {outside} are outside repository {repo}")
+    rel_langs = {mem[r].get("lang") for r in rel}
+    if cat == "paraphrase" and rel_langs != {lang}:
+        rep.err(f"{where}: paraphrase query must be in the language of its notes")
+    if cat == "cross_lingual" and lang in rel_langs:
+        rep.err(f"{where}: cross_lingual query must be in the other language than its notes")
+    if cat == "temporal" and not TEMPORAL_HINT.search(text):
+        rep.err(f"{where}: temporal query should ask about a time (a year, a month, when/いつ)")
+    cur = q.get("current")
+    if cat == "superseded":
+        if cur not in rel:
+            rep.err(f"{where}: current must be one of the relevant ids")
+        else:
+            if len(rel) < 2:
+                rep.err(f"{where}: superseded query needs the older decision(s) in relevant too")
+            others = set(rel) - {cur}
+            if not others <= ancestors(mem, cur):
+                rep.err(
+                    f"{where}: current {cur} does not (transitively) supersede {sorted(others - ancestors(mem, cur))}"
+                )
+            full = [n for n, partial in superseded_by.get(cur, []) if not partial]
+            if full:
+                rep.err(f"{where}: current {cur} is itself superseded by {full}")
+    elif cur is not None:
+        rep.err(f"{where}: current is only for the superseded category")
 
-    # minimums
+
+def check_minimums(rep: Report, mem: dict, queries: list, chains: int) -> tuple[Counter, Counter, Counter]:
+    """The minimum counts of memories, queries per category and chains, and the language balance;
+    the categories, languages and cross-lingual directions counted."""
     cats = Counter(q.get("category") for q in queries if isinstance(q, dict))
     langs = Counter(m.get("lang") for m in mem.values())
     if len(mem) < 180:
@@ -296,24 +335,7 @@ def validate_bilingual(path: Path) -> tuple[Report, dict]:
     )
     if cross and (cross[("en", "ja")] == 0 or cross[("ja", "en")] == 0):
         rep.err("cross_lingual queries must go both ways (en->ja and ja->en)")
-    years = Counter(m["occurred_at"][:4] for m in mem.values() if parse_ts(m.get("occurred_at")))
-
-    stats.update(
-        memories=len(mem),
-        queries=len(queries),
-        repos=Counter(m.get("repository") for m in mem.values()),
-        langs=langs,
-        kinds=Counter(m.get("kind") for m in mem.values()),
-        years=years,
-        links=links,
-        chains=chains,
-        partial=sum(1 for m in mem.values() if m.get("partial")),
-        categories=cats,
-        query_langs=Counter(q.get("lang") for q in queries if isinstance(q, dict)),
-        cross=cross,
-        scoped=sum(1 for q in queries if isinstance(q, dict) and q.get("repository") is not None),
-    )
-    return rep, stats
+    return cats, langs, cross
 
 
 def m_has_link(mid: str, mem: dict, superseded_by: dict) -> bool:

@@ -33,57 +33,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench.perf import corpus, measure, stack
+from bench._notes import make_note
+from bench._stats import summary
+from bench.perf import corpus, stack
 from bench.perf.ab_rest import NO_LIMITS, delete_written, variant
+from bench.perf.client import KeepAliveClient
 
 LANGS = ("en", "ja")
-
-EN_NAMES = [
-    "Priya Raman", "Daniel Okafor", "Maria Gonzalez", "Tom Becker", "Wei Chen", "Sarah O'Neill",
-    "Lukas Novak", "Aisha Khan", "James Whitfield", "Elena Petrova", "Marcus Lindqvist", "Hannah Levy",
-]  # fmt: skip
-JA_NAMES = ["田中", "佐藤", "鈴木", "高橋", "伊藤", "渡辺", "山本", "中村", "小林", "加藤", "吉田", "山口"]
-JA_FULL = ["田中 浩二", "佐藤 美咲", "鈴木 健太", "高橋 由美", "山本 大輔", "中村 彩"]
-
-EN_TEMPLATES = [
-    "Per {name}, the pgbouncer pool must stay at 20 connections per node until the replica lag alerts "
-    "are fixed; raising it to 40 last week doubled p99 on the billing API. Check with {first} before "
-    "touching pool_size in deploy/pgbouncer.ini. (note {n})",
-    "{name} confirmed the nightly export job now runs at 02:30 UTC instead of midnight, because the "
-    "vacuum on the events table was competing for IO. If the export misses its window again, page "
-    "{first} rather than rerunning it by hand. (note {n})",
-    "Decision with {name}: we keep Redis as the Celery broker for now and revisit RabbitMQ only if "
-    "the queue depth stays above 10k for more than an hour. {first} owns the alert and the dashboard "
-    "in grafana/queues.json. (note {n})",
-    "Lesson from the outage review led by {name}: the migration added an index without CONCURRENTLY "
-    "and locked memories_memory for four minutes. Every new index goes through the checklist {first} "
-    "wrote in docs/migrations.md. (note {n})",
-]
-JA_TEMPLATES = [
-    "{name}さんの判断で、pgbouncer のプールは 20 に据え置く。先週 40 に上げたところ billing API の p99 が"
-    "倍になったため、レプリカ遅延のアラートが解消するまでは変更しないこと。deploy/pgbouncer.ini の "
-    "pool_size を触る前に、必ず{name}さんに確認する。夜間バッチの時間帯は特に接続数が増えるので、"
-    "変更する場合は日中に段階的に行い、ダッシュボードで待ち行列の長さを見ながら進めること。(メモ {n})",
-    "{name}さんによると、夜間のエクスポートジョブは 0 時ではなく 2 時 30 分 (UTC) に実行されるように"
-    "なった。events テーブルの vacuum と IO を取り合っていたのが原因である。再び時間内に終わらなかった"
-    "場合は手で再実行せず、{name}さんに連絡すること。ジョブのログは logs/export に残り、失敗した"
-    "バッチは翌朝の定例で確認する。リトライ回数は設定ファイルで 3 回に制限している。(メモ {n})",
-    "{name}さんと相談した結果、当面は Celery のブローカーとして Redis を使い続け、キューの深さが "
-    "1 時間以上 1 万件を超えた場合にのみ RabbitMQ への移行を再検討する。アラートとダッシュボード "
-    "(grafana/queues.json) の担当は{name}さん。移行する場合の手順書はまだないので、必要になったら"
-    "まず検証環境で負荷試験を行い、その結果を見てから本番の切り替え日を決めること。(メモ {n})",
-]
-
-
-def make_note(rng: random.Random, lang: str, n: int) -> tuple[str, str]:
-    """(title, text) of a note in ``lang`` naming one person; unique by ``n``."""
-    if lang == "en":
-        name = rng.choice(EN_NAMES)
-        text = rng.choice(EN_TEMPLATES).format(name=name, first=name.split()[0], n=n)
-        return "pgbouncer, exports and queues", text
-    name = rng.choice(JA_FULL) if rng.random() < 0.3 else rng.choice(JA_NAMES)
-    text = rng.choice(JA_TEMPLATES).format(name=name, n=n)
-    return "運用メモ", text
 
 
 def make_body(rng: random.Random, spec, lang: str, n: int) -> dict:
@@ -113,7 +69,7 @@ def run_server(args, specs, sizes, tenants, round_: int) -> dict:
     codes: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     ids: list[str] = []
     masked: dict[str, int] = defaultdict(int)
-    with measure.KeepAliveClient(timeout=600) as client:
+    with KeepAliveClient(timeout=600) as client:
         # 1. single writes, EN/JA alternating, one /healthz per pair
         for k in range(2 * (args.writes + 10)):
             lang = LANGS[k % 2]
@@ -165,7 +121,7 @@ def run_server(args, specs, sizes, tenants, round_: int) -> dict:
                 bulk_items[lang] += created
                 bulk_seconds[lang] += seconds
                 bulk_rates[lang].append(created / seconds)
-    out = {kind: measure.summary(values) for kind, values in lat.items()}
+    out = {kind: summary(values) for kind, values in lat.items()}
     out |= {
         f"bulk_{lang}": {
             "items": bulk_items[lang],
@@ -219,13 +175,13 @@ def main() -> None:
                 f" | masked {figures['pii_masked']} codes {figures['codes']} deleted {figures['deleted']}",
                 flush=True,
             )
-    summary = {}
+    medians = {}
     for spec, runs in rounds.items():
         entry = {}
         for kind in ("write_en", "write_ja", "healthz"):
             pooled = [v for r in runs for v in r["samples"][kind]]
             entry[kind] = {
-                "pooled": measure.summary(pooled),
+                "pooled": summary(pooled),
                 "p50_per_round": [r[kind]["p50"] for r in runs],
                 "p95_per_round": [r[kind]["p95"] for r in runs],
                 "median_round_p50": round(statistics.median(r[kind]["p50"] for r in runs), 2),
@@ -239,7 +195,7 @@ def main() -> None:
                 "per_s": round(items / seconds, 1) if seconds else None,
                 "per_s_per_round": [r[f"bulk_{lang}"]["per_s"] for r in runs],
             }
-        summary[spec] = entry
+        medians[spec] = entry
         name = label(spec)
         for kind in ("write_en", "write_ja", "healthz"):
             e = entry[kind]
@@ -253,13 +209,13 @@ def main() -> None:
     first, *others = args.variants
     for spec in others:
         for kind in ("write_en", "write_ja", "healthz"):
-            a, b = summary[first][kind]["pooled"]["p50"], summary[spec][kind]["pooled"]["p50"]
+            a, b = medians[first][kind]["pooled"]["p50"], medians[spec][kind]["pooled"]["p50"]
             print(f"{kind} p50 {label(spec)} / {label(first)}: {b / a:.3f} ({b - a:+.2f} ms)")
         for lang in LANGS:
-            a, b = summary[first][f"bulk_{lang}"]["per_s"], summary[spec][f"bulk_{lang}"]["per_s"]
+            a, b = medians[first][f"bulk_{lang}"]["per_s"], medians[spec][f"bulk_{lang}"]["per_s"]
             print(f"bulk_{lang} rate {label(spec)} / {label(first)}: {b / a:.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rounds": rounds, "summary": summary}, indent=1))
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rounds": rounds, "summary": medians}, indent=1))
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
+from bench._stats import median_of
 from bench.perf import corpus, measure, stack
 
 NO_LIMITS = {"RATE_LIMIT_PER_MINUTE": "0", "AUTH_FAILURES_PER_MINUTE": "0"}
@@ -57,11 +57,6 @@ def delete_written(memory_ids: list[str]) -> int:
         conn.execute("VACUUM ANALYZE memories_memory")
     stack.flush_redis_db()
     return deleted
-
-
-def median_of(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 2) if values else None
 
 
 def main() -> None:

@@ -8,30 +8,92 @@ Starts the bench PostgreSQL if needed and stops it again if it started it.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import json
-import statistics
 import sys
 import time
 
-from bench.perf import measure, stack
+from bench._stats import summary
+from bench.perf import corpus, measure, stack
+from bench.perf.results import load_results, save_results
+
+
+def wsgi_times(requests: list[tuple], created: list) -> dict:
+    """Each of ``requests`` 120 times through Django's WSGI handler (the first 20 not counted)."""
+    from django.core.handlers.wsgi import WSGIHandler
+
+    wsgi = WSGIHandler()
+    out = {}
+    for method, path, headers in requests:
+        times = []
+        created.clear()
+        for k in range(120):
+            environ = {
+                "REQUEST_METHOD": method,
+                "PATH_INFO": path.split("?")[0],
+                "QUERY_STRING": path.split("?")[1] if "?" in path else "",
+                "SERVER_NAME": "127.0.0.1",
+                "SERVER_PORT": "80",
+                "wsgi.input": io.BytesIO(b""),
+                "wsgi.url_scheme": "http",
+                "wsgi.errors": sys.stderr,
+                "HTTP_HOST": "127.0.0.1",
+                **headers,
+            }
+            t = time.perf_counter()
+            body = b"".join(wsgi(environ, lambda status, hdrs, exc=None: None))
+            if k >= 20:
+                times.append((time.perf_counter() - t) * 1000)
+        assert body, path
+        out[f"WSGI {method} {path}"] = summary(times) | {"new_db_connections": len(created)}
+    return out
+
+
+async def asgi_run(app, method, path, headers) -> list[float]:
+    """One request 120 times through the ASGI application in process (the first 20 not counted)."""
+    import httpx
+
+    times = []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        for k in range(120):
+            t = time.perf_counter()
+            response = await c.request(method, path, headers=headers)
+            if k >= 20:
+                times.append((time.perf_counter() - t) * 1000)
+            assert response.status_code == 200, response.status_code
+    return times
+
+
+async def asgi_search(app, search_items: list[dict]) -> list[float]:
+    """The searches of ``search_items`` through the ASGI application in process (the first 20 not counted)."""
+    import httpx
+
+    times = []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        for k, item in enumerate(search_items):
+            body = {"query": item["query"], "user": item["user"], "repository": item["repository"]}
+            t = time.perf_counter()
+            response = await c.post("/api/v1/search", json=body, headers={"Authorization": f"Bearer {item['token']}"})
+            if k >= 20:
+                times.append((time.perf_counter() - t) * 1000)
+            assert response.status_code == 200, response.status_code
+    return times
 
 
 def main() -> None:
-    pool = "--pool" in sys.argv
-    env = stack.start_database()
-    try:
-        stack.setup_django()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pool", action="store_true", help="Django's psycopg pool instead of persistent connections")
+    pool = parser.parse_args().pool
+    with stack.database():
         if pool:  # Django 5.1+ native psycopg pool instead of per-thread persistent connections
             from django.conf import settings
 
             for alias in ("default", "admin"):
                 settings.DATABASES[alias]["CONN_MAX_AGE"] = 0
                 settings.DATABASES[alias].setdefault("OPTIONS", {})["pool"] = {"min_size": 2, "max_size": 8}
-        import httpx
         from django.core.asgi import get_asgi_application
-        from django.core.handlers.wsgi import WSGIHandler
         from django.db.backends.signals import connection_created
 
         created = []
@@ -42,86 +104,26 @@ def main() -> None:
             ("GET", "/healthz", {}),
             ("GET", "/api/v1/memories?limit=1", {"HTTP_AUTHORIZATION": f"Bearer {token}"}),
         ]
-        from bench.perf import corpus
-
         search_items = measure.workload(corpus.tenant_specs(), tokens, 10_000, 120, seed=55)
-        wsgi = WSGIHandler()
-        out = {}
-        for method, path, headers in requests:
-            times = []
-            created.clear()
-            for k in range(120):
-                environ = {
-                    "REQUEST_METHOD": method,
-                    "PATH_INFO": path.split("?")[0],
-                    "QUERY_STRING": path.split("?")[1] if "?" in path else "",
-                    "SERVER_NAME": "127.0.0.1",
-                    "SERVER_PORT": "80",
-                    "wsgi.input": io.BytesIO(b""),
-                    "wsgi.url_scheme": "http",
-                    "wsgi.errors": sys.stderr,
-                    "HTTP_HOST": "127.0.0.1",
-                    **headers,
-                }
-                t = time.perf_counter()
-                body = b"".join(wsgi(environ, lambda status, hdrs, exc=None: None))
-                if k >= 20:
-                    times.append((time.perf_counter() - t) * 1000)
-            assert body, path
-            out[f"WSGI {method} {path}"] = measure.summary(times) | {"new_db_connections": len(created)}
+        out = wsgi_times(requests, created)
         app = get_asgi_application()
-
-        async def run(method, path, headers):
-            times = []
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
-                for k in range(120):
-                    t = time.perf_counter()
-                    response = await c.request(method, path, headers=headers)
-                    if k >= 20:
-                        times.append((time.perf_counter() - t) * 1000)
-                    assert response.status_code == 200, response.status_code
-            return times
-
         for method, path, headers in requests:
             created.clear()
             hdrs = {"Authorization": headers["HTTP_AUTHORIZATION"]} if headers else {}
-            times = asyncio.run(run(method, path, hdrs))
-            out[f"ASGI {method} {path}"] = measure.summary(times) | {"new_db_connections": len(created)}
-
-        async def run_search():
-            times = []
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
-                for k, item in enumerate(search_items):
-                    body = {"query": item["query"], "user": item["user"], "repository": item["repository"]}
-                    t = time.perf_counter()
-                    response = await c.post(
-                        "/api/v1/search", json=body, headers={"Authorization": f"Bearer {item['token']}"}
-                    )
-                    if k >= 20:
-                        times.append((time.perf_counter() - t) * 1000)
-                    assert response.status_code == 200, response.status_code
-            return times
-
+            times = asyncio.run(asgi_run(app, method, path, hdrs))
+            out[f"ASGI {method} {path}"] = summary(times) | {"new_db_connections": len(created)}
         created.clear()
-        out["ASGI POST /api/v1/search"] = measure.summary(asyncio.run(run_search())) | {
+        out["ASGI POST /api/v1/search"] = summary(asyncio.run(asgi_search(app, search_items))) | {
             "new_db_connections": len(created)
         }
         print(json.dumps(out, indent=1))
-        results_file = stack.BASE_DIR / "bench" / "perf" / "results.json"
-        results = json.loads(results_file.read_text())
+        results = load_results()
         results["asgi_overhead_pool" if pool else "asgi_overhead"] = out | {
             "command": "cd /work/main && BENCH_APP_DIR=.data/bench/app-748483a "
             ".venv/bin/python -m bench.perf.asgi_overhead" + (" --pool" if pool else ""),
             "note": "120 requests each, first 20 not counted; new_db_connections counts all 120",
         }
-        results_file.write_text(json.dumps(results, indent=1, default=str))
-        _ = statistics  # keep import for summary helpers
-    finally:
-        if env["pg_started"]:
-            from django.db import connections
-
-            connections.close_all()
-            stack.stop_database()
+        save_results(results)
 
 
 if __name__ == "__main__":

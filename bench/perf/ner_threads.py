@@ -3,21 +3,24 @@
     OPENBLAS_NUM_THREADS=2 .venv/bin/python -m bench.perf.ner_threads
     .venv/bin/python -m bench.perf.ner_threads          # the service's default: one thread
 
-500 notes of ``bench/perf/ab_pii_writes.py`` through ``EnglishNames.find`` in one batch (50 first,
+500 notes of ``bench/_notes.py`` through ``EnglishNames.find`` in one batch (50 first,
 not counted); prints ms per note of wall time and of this process's CPU time, and the BLAS threads.
 No database.
 """
 
+import argparse
 import os
 import random
 import time
 
 import memory_service  # noqa: F401  (sets the process's BLAS threads before numpy loads)
-from bench.perf.ab_pii_writes import make_note
+from bench._notes import make_note
 from memory_service.pii.engine import installed_name_finders
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args()
     from threadpoolctl import threadpool_info
 
     finder = installed_name_finders()["en"]

@@ -17,12 +17,9 @@ import pstats
 import statistics
 import time
 
+from bench._stats import pct
 from bench.perf import corpus, stack
-from bench.perf import measure as measure_mod
-
-
-def pct(values, q):
-    return measure_mod.pct(values, q)
+from bench.perf.measure import workload
 
 
 async def run(app, items, headers_for, path_body) -> list[float]:
@@ -48,7 +45,7 @@ def measure(*, size: int, requests: int = 60) -> dict:
 
     tenants = json.loads(stack.TOKENS_FILE.read_text())
     specs = corpus.tenant_specs()
-    items = measure_mod.workload(specs, tenants, size, requests + 20, seed=4242)
+    items = workload(specs, tenants, size, requests + 20, seed=4242)
 
     def auth(item):
         return {"Authorization": f"Bearer {item['token']}"}
@@ -92,20 +89,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--size", type=int, required=True, help="corpus size loaded")
     args = parser.parse_args()
-    env = stack.start_database()
-    try:
-        stack.setup_django()
+    with stack.database():
         out = measure(size=args.size, requests=args.requests)
         (stack.PROFILE.dir / "profile_request.json").write_text(json.dumps(out, indent=1))
         print(json.dumps({k: v for k, v in out.items() if not k.startswith("profile_")}, indent=1))
         print(out["profile_top_cumulative"][:12000])
         print(out["profile_top_own_time"][:8000])
-    finally:
-        if env["pg_started"]:
-            from django.db import connections
-
-            connections.close_all()
-            stack.stop_database()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.perf.replay_ab --class "vector k-NN" --swap "<text>=<text>" --rounds 2
 
 Captures the text (or vector) statements of ``--searches`` searches of the loaded corpus, as the
-search builds them (``measure.inprocess_breakdown``), then runs each one and its variant (every
+search builds them (``inprocess.inprocess_breakdown``), then runs each one and its variant (every
 occurrence of ``OLD`` replaced by ``NEW``) one after the other, order reversed every round, each
 in a transaction bound to the search's tenant as ``memory_app``. Reports the client-side time
 (statement sent to rows loaded) per variant and tenant class, and in how many replays the two
@@ -22,7 +22,8 @@ import json
 import time
 from collections import defaultdict
 
-from bench.perf import corpus, measure, stack
+from bench._stats import summary
+from bench.perf import corpus, inprocess, measure, stack
 
 
 def replay(captured: list[dict], *, old: str, new: str, rounds: int) -> dict:
@@ -38,7 +39,7 @@ def replay(captured: list[dict], *, old: str, new: str, rounds: int) -> dict:
                 variants.reverse()
             rows = {}
             for name, sql in variants:
-                with measure.tenant_tx(cap["tenant_id"]), connection.cursor() as cursor:
+                with inprocess.tenant_tx(cap["tenant_id"]), connection.cursor() as cursor:
                     started = time.perf_counter()
                     cursor.execute(sql, cap["params"])
                     rows[name] = cursor.fetchall()
@@ -46,8 +47,8 @@ def replay(captured: list[dict], *, old: str, new: str, rounds: int) -> dict:
                 times[name].append(elapsed)
                 times[f"{name} | {cap['size_class']}"].append(elapsed)
             same += rows["written"] == rows["variant"]
-    summary = {key: measure.summary(values) for key, values in sorted(times.items())}
-    return {"ms": summary, "same_rows": f"{same} of {rounds * len(captured)}"}
+    figures = {key: summary(values) for key, values in sorted(times.items())}
+    return {"ms": figures, "same_rows": f"{same} of {rounds * len(captured)}"}
 
 
 def main() -> None:
@@ -63,7 +64,7 @@ def main() -> None:
     stack.setup_django()
     tenants = json.loads(stack.TOKENS_FILE.read_text())
     items = measure.workload(corpus.tenant_specs(), tenants, args.size, args.searches, seed=4242)
-    captured = measure.inprocess_breakdown(items, max_seconds=900)["captured"]
+    captured = inprocess.inprocess_breakdown(items, max_seconds=900)["captured"]
     captured = [cap for cap in captured if cap["class"] == args.statement_class]
     if not any(old in cap["sql"] for cap in captured):
         raise SystemExit(f"no captured {args.statement_class!r} statement contains {old!r}")

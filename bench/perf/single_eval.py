@@ -7,16 +7,19 @@ an annotation that already holds ``distance + 0`` keeps the exact plan with one 
     BENCH_APP_DIR=.data/bench/app-<commit> .venv/bin/python -m bench.perf.single_eval
 """
 
+import argparse
 import json
 import re
 
+from bench._stats import summary
 from bench.perf import corpus, measure, stack
+from bench.perf.results import load_results, save_results
 
 
 def main() -> None:
-    env = stack.start_database()
-    try:
-        stack.setup_django()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.parse_args()
+    with stack.database():
         from django.db import connection, transaction
         from django.db.models import F
         from django.db.models.functions import Cast
@@ -71,29 +74,22 @@ def main() -> None:
                 entry["buffers_per_row"].append(round(buffers / max(rows_in, 1), 2))
                 entry["uses_hnsw"] += "memory_embedding_usem3_hnsw" in text
                 entry["plan"] = re.sub(r"'\[[^\]]{200,}\]'", "'[…]'", text)
-        summary = {
+        figures = {
             name: {
-                "exec_ms": measure.summary(v["exec_ms"]),
+                "exec_ms": summary(v["exec_ms"]),
                 "buffers_per_row": v["buffers_per_row"],
                 "uses_hnsw": f"{v['uses_hnsw']}/{len(items)}",
                 "plan": v["plan"],
             }
             for name, v in out.items()
         }
-        print(json.dumps(summary, indent=1))
-        results_file = stack.BASE_DIR / "bench" / "perf" / "results.json"
-        results = json.loads(results_file.read_text())
-        results.setdefault("single_eval", {})[str(size)] = summary | {
+        print(json.dumps(figures, indent=1))
+        results = load_results()
+        results.setdefault("single_eval", {})[str(size)] = figures | {
             "command": "cd /work/main && BENCH_APP_DIR=.data/bench/app-748483a "
             ".venv/bin/python -m bench.perf.single_eval"
         }
-        results_file.write_text(json.dumps(results, indent=1, default=str))
-    finally:
-        if env["pg_started"]:
-            from django.db import connections
-
-            connections.close_all()
-            stack.stop_database()
+        save_results(results)
 
 
 def _scan_rows(node) -> int:

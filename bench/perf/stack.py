@@ -46,8 +46,8 @@ def reserve_huge_pages() -> str:
     may (root); PostgreSQL's ``huge_pages = try`` then maps its shared buffers with them.
 
     Why: with 4 kB pages every connection takes a page fault on its first touch of each page of
-    shared buffers, and at 1M memories a search's first touch of a scope cost 2-8 times its warm
-    time (bench/perf/analysis.md). Dedicated PostgreSQL servers with large shared buffers are set
+    shared buffers, so at 1M memories a search's first touch of a scope cost a multiple of its warm
+    time (measured in bench/perf/analysis.md). Dedicated PostgreSQL servers with large shared buffers are set
     up this way. ``release_huge_pages`` gives them back. Returns what was done, for the results.
     """
     if devstack.pg_is_running(PROFILE.pgdata):
@@ -235,6 +235,22 @@ def stop_process(process: subprocess.Popen | None) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def database():
+    """The bench PostgreSQL running (started if it was not) with Django set up; its facts as
+    ``start_database`` gives them. Stopped again at the end if this started it."""
+    env = start_database()
+    try:
+        setup_django()
+        yield env
+    finally:
+        if env["pg_started"]:
+            from django.db import connections
+
+            connections.close_all()
+            stop_database()
 
 
 def stop_database() -> None:
