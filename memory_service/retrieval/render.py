@@ -43,6 +43,9 @@ _BREAKS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
 _LINE_BREAKS = re.compile(f" *[{_BREAKS}][ {_BREAKS}]*")
 _BACKTICKS = re.compile("`+")
 ELLIPSIS = "…"
+# A text is not shortened below this many bytes (or its whole length) to fit one more item in a
+# context block: a text cut to a word or two tells the reader nothing.
+MIN_TEXT_BYTES = 64
 MEMORY_TAIL = "\n</memory>\n"
 
 
@@ -159,16 +162,21 @@ def render_context(items: list[ContextItem], budget_bytes: int) -> tuple[str, li
     """The context block and the ids it includes, at most ``budget_bytes`` of UTF-8.
 
     Each item is ``memory_head`` + its escaped text + ``MEMORY_TAIL``. Items keep their order.
-    The head is never cut; when all heads cannot fit, the last items are left out whole. The
-    bytes left are shared among the texts, shortest first, so that texts are shortened (ending
-    in ``…``) before anything is dropped.
+    The head is never cut. Texts are shortened (ending in ``…``) before anything is dropped, but
+    not below MIN_TEXT_BYTES to make room for another item: past that, the last items are left
+    out whole (the first item is kept whenever its head fits). The bytes left are shared among
+    the texts, shortest first.
     """
     heads = [memory_head(item) for item in items]
     fixed = [len(h.encode()) + len(MEMORY_TAIL.encode()) for h in heads]
+    bodies = [escape_text(item.text) for item in items]
+    floors = [min(len(body.encode()), MIN_TEXT_BYTES) for body in bodies]
     keep = len(items)
-    while keep and sum(fixed[:keep]) > budget_bytes:
+    while keep > 1 and sum(fixed[:keep]) + sum(floors[:keep]) > budget_bytes:
         keep -= 1
-    bodies = [escape_text(item.text) for item in items[:keep]]
+    if keep == 1 and fixed[0] > budget_bytes:
+        keep = 0
+    bodies = bodies[:keep]
     spare = budget_bytes - sum(fixed[:keep])
     allowance = {}
     # Water-filling: each text gets an equal share of what is left; short texts return the rest.

@@ -130,7 +130,7 @@ def test_it_keeps_the_context_within_budget_and_never_cuts_an_annotation(write, 
     context = result["context"]
     assert len(context.encode()) <= 512
     annotation = f"⚠️ superseded → {new['id']} API base v2"
-    if f'id="{old["id"]}"' in context:
+    if f"<memory {old['id']} " in context:
         assert annotation in context  # whole, never cut
     assert context.count("<memory ") == context.count("</memory>")
 

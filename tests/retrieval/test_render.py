@@ -15,6 +15,7 @@ from memory_service.memories.models import Memory
 from memory_service.memories.status import DerivedStatus, Replacement, Status
 from memory_service.retrieval.render import (
     MEMORY_TAIL,
+    MIN_TEXT_BYTES,
     ContextItem,
     annotation,
     digest_line,
@@ -139,6 +140,9 @@ def test_it_renders_a_context_of_server_lines_and_fenced_bodies_only(items, budg
         body, tail, rest = rest.partition(MEMORY_TAIL)
         whole = escape_text(item.text)
         assert tail and (body in ("", whole) or (body.endswith("…") and whole.startswith(body[:-1])))
+        if len(included) > 1 and body != whole:  # not cut to a word to fit one more item
+            # (the cut may end a few bytes early, so as not to split a character or an entity)
+            assert len(body.encode()) >= MIN_TEXT_BYTES - len("&#x26a0;")
     assert rest == ""
 
 

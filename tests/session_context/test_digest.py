@@ -16,6 +16,7 @@ from memory_service.memories.models import Memory
 from memory_service.memories.status import DerivedStatus, Status
 from memory_service.retrieval.render import (
     MEMORY_TAIL,
+    MIN_TEXT_BYTES,
     ContextItem,
     digest_line,
     digest_memory_ids,
@@ -146,11 +147,24 @@ def test_it_keeps_the_fence_of_a_context_item_small():
     assert len(memory_head(widest).encode()) + len(MEMORY_TAIL.encode()) <= 115
     recent = _item("x", markers=("RECENT",))
     assert len(memory_head(recent).encode()) + len(MEMORY_TAIL.encode()) <= 93
-    # So at the smallest budget two items of 40-byte texts both show whole.
+    # So at the smallest budget two items of 40-byte texts both show whole (before, one was left out).
     items = [_item("a" * 40), _item("b" * 40)]
     context, included = render_context(items, 256)
     assert included == [items[0].id, items[1].id]
     assert "a" * 40 in context and "b" * 40 in context and "…" not in context
+
+
+def test_it_leaves_items_out_rather_than_cut_texts_to_a_word():
+    items = [_item(f"{i} " + "word " * 20, markers=("RECENT",)) for i in range(5)]
+    context, included = render_context(items, 512)
+    # Three fences and three shortened texts of at least MIN_TEXT_BYTES fit; a fourth would not.
+    assert included == [item.id for item in items[:3]] and len(context.encode()) <= 512
+    bodies = [block.split("\n", 1)[1] for block in context.split("\n</memory>\n")[:-1]]
+    assert len(bodies) == 3 and all(len(body.encode()) >= MIN_TEXT_BYTES for body in bodies), bodies
+    assert all(body.endswith("…") for body in bodies)
+    # At a budget where all five fit whole, none is cut.
+    context, included = render_context(items, 2048)
+    assert len(included) == 5 and "…" not in context
 
 
 @pytest.mark.django_db
