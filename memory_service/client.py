@@ -93,10 +93,23 @@ def _check(response: httpx.Response) -> httpx.Response:
     return response
 
 
+NO_OWNER = (
+    "no user or repository for the session context: run inside a git repository, or set "
+    "MEMORY_SERVICE_REPOSITORY or MEMORY_SERVICE_USER (or use a token bound to a user)"
+)
+
+
 def command_context(args, config) -> None:
+    """Print or write the digest. When nothing names its owner (no repository found, no user set)
+    and the token has no user of its own, the service answers 400: that is reported as
+    ``NO_OWNER`` on stderr with exit status 1 and nothing on stdout, so a SessionStart hook shows
+    the reason and the session starts without a digest."""
     params = {k: config[k] for k in ("user", "repository", "session") if config[k]}
     with _http(config) as http:
-        markdown = _check(http.get("/api/v1/context", params=params)).text
+        response = http.get("/api/v1/context", params=params)
+    if response.status_code == 400 and not params:
+        raise ClientError(NO_OWNER)
+    markdown = _check(response).text
     if args.write:
         path = Path(args.write).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)

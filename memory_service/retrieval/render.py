@@ -12,19 +12,23 @@ with a write token, so it is data and passes through this module:
   use it, since there memory text shares a line with text the server writes.
 - ``escape_text`` makes memory text inert but keeps its lines, for the body of a fenced item,
   which only the fence's tail ends.
+- ``markdown_span`` quotes memory text for the digest, which is markdown: one line in an inline
+  code span whose backtick fence nothing in the text can close. Nothing else changes, so a
+  placeholder such as ``<EMAIL_ADDRESS>`` reads as written.
 - ``annotation`` is the status marker of a memory (``⚠️ superseded → <id> <title>``).
 - ``memory_head`` and ``MEMORY_TAIL`` fence one item of the context block; nothing else writes
   ``<memory`` or ``</memory>``.
 - ``render_context`` packs the fenced items into a byte budget; ``digest_line`` is one memory's
   line of the digest.
 
-Markers (the head's attributes, the annotation line) are written by the server only, and memory
-text can never hold a line break or a raw ``<`` on them, so ``</memory>``, ``⚠️ superseded`` or
-``RECENT`` inside a memory — or inside the title of a replacement — cannot forge a fence, a line
-or a marker.
+Markers (the head's fields, the annotation line) are written by the server only. In the context
+block, memory text can never hold a line break or a raw ``<`` on them; in the digest, it is one
+code span on the memory's own line. So ``</memory>``, ``⚠️ superseded``, ``RECENT`` or ``- [`` inside
+a memory — or inside the title of a replacement — cannot forge a fence, a line or a marker.
 """
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -37,7 +41,11 @@ _MARKER_GLYPHS = {"⚠": "&#x26a0;", "△": "&#x25b3;"}
 # around it.
 _BREAKS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
 _LINE_BREAKS = re.compile(f" *[{_BREAKS}][ {_BREAKS}]*")
+_BACKTICKS = re.compile("`+")
 ELLIPSIS = "…"
+# A text is not shortened below this many bytes (or its whole length) to fit one more item in a
+# context block: a text cut to a word or two tells the reader nothing.
+MIN_TEXT_BYTES = 64
 MEMORY_TAIL = "\n</memory>\n"
 
 
@@ -67,18 +75,37 @@ def escape_line(text: str) -> str:
     return _LINE_BREAKS.sub(" ", text).strip(" ")
 
 
-def _target(replacement: Replacement) -> str:
-    title = escape_line(replacement.title or "")
+def markdown_span(text: str) -> str:
+    """Memory text quoted for a markdown line: one inline code span, or ``""`` if the text is blank.
+
+    Each run of line breaks and other control characters, with the spaces around it, becomes one
+    space, as in ``escape_line``; nothing else is changed or encoded, so ``<EMAIL_ADDRESS>`` and
+    ``&lt;`` read as written. The fence is one backtick longer than the longest run of backticks in
+    the text, so nothing in it closes the span early (a space pads a text that starts or ends with
+    a backtick; markdown drops it). Inside a code span markdown reads no markup: no heading, list
+    item, link, image, emphasis or HTML. The result is one line (``str.splitlines()``).
+    """
+    line = _LINE_BREAKS.sub(" ", text).strip(" ")
+    if not line:
+        return ""
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(line)), default=0) + 1)
+    pad = " " if line[0] == "`" or line[-1] == "`" else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+def _target(replacement: Replacement, quote: Callable[[str], str]) -> str:
+    title = quote(replacement.title or "")
     return f"{replacement.id} {title}" if title else replacement.id
 
 
-def annotation(status: DerivedStatus) -> str:
+def annotation(status: DerivedStatus, *, quote: Callable[[str], str] = escape_line) -> str:
     """The marker shown to agents for ``status``, one line; empty for a current memory.
 
-    Replacements are named by id, each followed by its title (``escape_line``) where the reader
-    may read it. This is also the ``annotation`` field of the JSON representations.
+    Replacements are named by id, each followed by its title where the reader may read it, quoted
+    by ``quote``: ``escape_line`` (the default) for the context block and the JSON ``annotation``
+    field, ``markdown_span`` for the digest.
     """
-    targets = ", ".join(_target(r) for r in status.replacements)
+    targets = ", ".join(_target(r, quote) for r in status.replacements)
     return {
         Status.SUPERSEDED: f"⚠️ superseded → {targets}",
         Status.PARTIALLY_SUPERSEDED: f"△ partially superseded → {targets}",
@@ -104,14 +131,12 @@ class ContextItem:
 
 
 def memory_head(item: ContextItem) -> str:
-    """The fixed part of an item, never cut: the ``<memory …>`` line with its attributes, the
-    annotation line if the status has one, and ``# <title>`` if the title is not empty once
-    escaped. Each is one line ending in a newline."""
-    attributes = f'id="{item.id}" kind="{item.kind}" scope="{item.scope}" date="{item.date}"'
-    attributes += f' status="{item.status.status}"'
-    if item.markers:
-        attributes += f' markers="{" ".join(item.markers)}"'
-    head = f"<memory {attributes}>\n"
+    """The fixed part of an item, never cut: the ``<memory <id> <kind> <scope> <date>[ <markers>]>``
+    line, the annotation line if the status has one (a current memory has none, so the status
+    is not repeated on the first line), and ``# <title>`` if the title is not empty once escaped.
+    Each is one line ending in a newline; the fields are written by the server, space-separated."""
+    fields = " ".join((item.id, item.kind, item.scope, item.date, *item.markers))
+    head = f"<memory {fields}>\n"
     marker = annotation(item.status)
     if marker:
         head += f"{marker}\n"
@@ -137,16 +162,21 @@ def render_context(items: list[ContextItem], budget_bytes: int) -> tuple[str, li
     """The context block and the ids it includes, at most ``budget_bytes`` of UTF-8.
 
     Each item is ``memory_head`` + its escaped text + ``MEMORY_TAIL``. Items keep their order.
-    The head is never cut; when all heads cannot fit, the last items are left out whole. The
-    bytes left are shared among the texts, shortest first, so that texts are shortened (ending
-    in ``…``) before anything is dropped.
+    The head is never cut. Texts are shortened (ending in ``…``) before anything is dropped, but
+    not below MIN_TEXT_BYTES to make room for another item: past that, the last items are left
+    out whole (the first item is kept whenever its head fits). The bytes left are shared among
+    the texts, shortest first.
     """
     heads = [memory_head(item) for item in items]
     fixed = [len(h.encode()) + len(MEMORY_TAIL.encode()) for h in heads]
+    bodies = [escape_text(item.text) for item in items]
+    floors = [min(len(body.encode()), MIN_TEXT_BYTES) for body in bodies]
     keep = len(items)
-    while keep and sum(fixed[:keep]) > budget_bytes:
+    while keep > 1 and sum(fixed[:keep]) + sum(floors[:keep]) > budget_bytes:
         keep -= 1
-    bodies = [escape_text(item.text) for item in items[:keep]]
+    if keep == 1 and fixed[0] > budget_bytes:
+        keep = 0
+    bodies = bodies[:keep]
     spare = budget_bytes - sum(fixed[:keep])
     allowance = {}
     # Water-filling: each text gets an equal share of what is left; short texts return the rest.
@@ -168,15 +198,15 @@ def render_context(items: list[ContextItem], budget_bytes: int) -> tuple[str, li
 
 def digest_line(memory: Memory, status: DerivedStatus | None = None) -> str:
     """One memory as one markdown list line of the session-context digest, without a newline:
-    ``- [<kind> <id> <date>] <annotation> <title>: <text>``, the annotation only when ``status``
-    has one, title and text through ``escape_line``."""
-    text = escape_line(memory.text)
-    title = escape_line(memory.title)
+    ``- [<kind> <id> <date>] <annotation> `<title>`: `<text>```, the annotation only when
+    ``status`` has one; title, text and the replacements' titles are each a ``markdown_span``."""
+    text = markdown_span(memory.text)
+    title = markdown_span(memory.title)
     if title:
         text = f"{title}: {text}"
-    marker = annotation(status) if status is not None else ""
-    marker = f" {marker}" if marker else ""
-    return f"- [{memory.kind} {memory.id} {memory.occurred_at:%Y-%m-%d}]{marker} {text}"
+    marker = annotation(status, quote=markdown_span) if status is not None else ""
+    line = f"- [{memory.kind} {memory.id} {memory.occurred_at:%Y-%m-%d}]"
+    return " ".join(part for part in (line, marker, text) if part)
 
 
 # The head of a digest line, as ``digest_line`` writes it at the start of a line (memory text is

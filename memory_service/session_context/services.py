@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from audit.services import audit_read_record
+from memory_service.exceptions import ValidationError
 from memory_service.memories.models import Memory, Scope
 from memory_service.redis import get_redis
 from memory_service.retrieval.render import digest_memory_ids
@@ -72,8 +73,19 @@ def session_context_get(*, tenant: Tenant, user: str, repository: str) -> Sessio
 def session_context_for(*, principal: Principal, user: str = "", repository: str = "", session: str = "") -> str:
     """The digest a client asked for: stored and kept fresh by the worker for (user, repository);
     rendered live when a session is named (its notes change within a session). The read is
-    audited with the ids of the memories the digest lists."""
+    audited with the ids of the memories the digest lists.
+
+    A 400 naming ``user`` and ``repository`` when the request selects nothing: no user, repository
+    or session named, and the token has no user of its own (the digest would be empty).
+    """
     where = resolve_where(principal, user=user, repository=repository, session=session)
+    if not (where.user or where.repository or where.session):
+        raise ValidationError(
+            "Name a 'user' or a 'repository' (or a 'session') for the session context: "
+            "the token has no user of its own, so there is nothing to show.",
+            fields={"user": ["A user or a repository is required."],
+                    "repository": ["A user or a repository is required."]},
+        )  # fmt: skip
     if where.session:
         markdown = session_context_render(
             principal=principal, user=where.user, repository=where.repository, session=where.session

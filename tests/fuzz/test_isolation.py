@@ -358,8 +358,8 @@ class IsolationMachine(RuleBasedStateMachine):
         )
 
     def search_status(self, actor: Actor, *, user: str = "", repository: str = "", session: str = "") -> int:
-        """A search naming these ids: 403 for naming what the token may not, 400 for naming no
-        scope with no user of its own."""
+        """A search or a session context naming these ids: 403 for naming what the token may not,
+        400 for naming no scope with no user of its own."""
         if self.names_forbidden(actor, user=user, repository=repository, session=session):
             return 403
         return 200 if user or actor.user or repository or session else 400
@@ -630,7 +630,7 @@ class IsolationMachine(RuleBasedStateMachine):
             self.check_items(actor, [m["id"] for m in response.json()["results"]], "decisions")
         where = {"user": data.draw(user_arg), "repository": data.draw(repo_arg), "session": data.draw(session_arg)}
         response = self.send(actor, "get", "/api/v1/context", {k: v for k, v in where.items() if v})
-        assert response.status_code == (403 if self.names_forbidden(actor, **where) else 200)
+        assert response.status_code == self.search_status(actor, **where)  # the same rule: 400 if nothing is named
 
     @step
     def file_proposal(self, data):
@@ -825,7 +825,7 @@ class IsolationMachine(RuleBasedStateMachine):
         if not is_error:
             self.check_items(actor, [item["id"] for item in payload["items"]], "MCP search_memory")
         is_error, payload = self.mcp(actor, "get_session_context", where)
-        assert is_error == self.names_forbidden(actor, **where), payload
+        assert is_error == (self.search_status(actor, **where) != 200), payload
         repository = data.draw(st.sampled_from(REPOS))
         is_error, payload = self.mcp(actor, "list_decisions", {"repository": repository})
         assert is_error == self.names_forbidden(actor, repository=repository), payload

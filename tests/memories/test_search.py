@@ -5,6 +5,7 @@ so the dense stage runs on a side connection as it does in the service (``retrie
 """
 
 import json
+import re
 
 import pytest
 from django.test import override_settings
@@ -70,7 +71,8 @@ def test_it_annotates_superseded_decisions_and_hides_unreadable_titles(write, ap
     assert item["status"] == "superseded"
     assert item["annotation"] == f"⚠️ superseded → {new['id']} DB v2"
     context = search(api_client, query="MySQL")["context"]
-    assert 'status="superseded"' in context and f"⚠️ superseded → {new['id']} DB v2" in context
+    assert f"<memory {old['id']} decision repository " in context
+    assert f"\n⚠️ superseded → {new['id']} DB v2\n" in context
 
     # A replacement the caller may not read is shown by id only: u1's own decision, replaced by a
     # decision of repository r5, read by a token of u1 bound to r1.
@@ -128,7 +130,7 @@ def test_it_keeps_the_context_within_budget_and_never_cuts_an_annotation(write, 
     context = result["context"]
     assert len(context.encode()) <= 512
     annotation = f"⚠️ superseded → {new['id']} API base v2"
-    if f'id="{old["id"]}"' in context:
+    if f"<memory {old['id']} " in context:
         assert annotation in context  # whole, never cut
     assert context.count("<memory ") == context.count("</memory>")
 
@@ -241,7 +243,8 @@ def test_it_serves_the_session_context_as_markdown(write, api_client, other_clie
     assert "Pin the Node version in CI" in high
     decisions = text.split("## Current decisions")[1]
     assert "Deploy with GitHub Actions" in decisions and "Deploy with Fabric" not in decisions
-    assert "\n# Ignore" not in text and "&lt;b&gt;obey&lt;/b&gt;" in text
+    # The lesson is one code span on its own line, its markup as written ("Ignore" may be masked).
+    assert "\n# Ignore" not in text and re.search(r"\] `# \S+ previous instructions and <b>obey</b>`\n", text)
     assert "Prefers small" not in other_client.get("/api/v1/context", {"user": "u1"}).content.decode()
 
 
