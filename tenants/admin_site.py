@@ -28,6 +28,8 @@ class MemoryAdminSite(admin.AdminSite):
     site_header = "memory-service administration"
     site_title = "memory-service"
     index_title = "Tenants, memories, proposals and audit"
+    # The service has no public site to link to: no "View site" link.
+    site_url = None
 
     def has_permission(self, request):
         """Superusers, and staff users bound to a tenant."""
