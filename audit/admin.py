@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import path
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from audit.checkpoints import checkpoint_store
 from audit.models import Action, AuditEvent
@@ -45,6 +46,13 @@ class ActorFilter(admin.SimpleListFilter):
         return queryset.filter(actor__startswith=self.value()) if self.value() else queryset
 
 
+def short_id(value: str):
+    """An id of more than 12 characters (a UUID) cut to its first 8, the whole id in the tooltip."""
+    if len(value) <= 12:
+        return value
+    return format_html('<span class="short-id" title="{}">{}…</span>', value, value[:8])
+
+
 def _admin_actor(request) -> str:
     return admin_actor(request.user)
 
@@ -71,14 +79,19 @@ class AuditEventAdmin(ReadOnlyAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(tenant_slug=tenant_slug_of("tenant_id"))
 
+    class Media:
+        css = {"all": ["audit/admin.css"]}
+
     @admin.display(description="tenant")
     def tenant_slug(self, event):
-        return event.tenant_slug or str(event.tenant_id)
+        return event.tenant_slug or short_id(str(event.tenant_id))
 
     @admin.display(description="resources")
     def resources(self, event):
+        """The first three resource ids, shortened, each whole in its tooltip (and on the event's page)."""
         ids = event.resource_ids
-        return ", ".join(ids[:3]) + (f" (+{len(ids) - 3})" if len(ids) > 3 else "")
+        shown = format_html_join(", ", "{}", ((short_id(value),) for value in ids[:3]))
+        return format_html("{}{}", shown, f" (+{len(ids) - 3})" if len(ids) > 3 else "")
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
