@@ -35,6 +35,14 @@ class TenantFilter(admin.SimpleListFilter):
         return queryset.filter(tenant_id=self.value()) if self.value() else queryset
 
 
+class TimeFilter(admin.DateFieldListFilter):
+    """The date filter of ``at``, titled "time" (not "at")."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.title = "time"
+
+
 class ActorFilter(admin.SimpleListFilter):
     title = "actor"
     parameter_name = "actor_kind"
@@ -69,7 +77,7 @@ def _record(request, *, action: Action, tenant_ids, resource_type: str, details:
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ["seq", "at", "tenant_slug", "actor", "action", "resource_type", "resources"]
-    list_filter = ["action", TenantFilter, ActorFilter, ("at", admin.DateFieldListFilter)]
+    list_filter = ["action", TenantFilter, ActorFilter, ("at", TimeFilter)]
     search_fields = ["actor"]
     search_help_text = "An actor, or the exact id of a resource (memory, token, proposal…)."
     date_hierarchy = "at"

@@ -25,6 +25,9 @@ class MemoryAdmin(ReadAuditedAdmin):
     exclude = ["search_vector", "dedup_key", "request_hash"]
     list_per_page = 50
 
+    class Media:
+        css = {"all": ["memories/admin.css"]}
+
     def get_queryset(self, request):
         return super().get_queryset(request).defer("search_vector")
 
@@ -58,7 +61,7 @@ class ReviewCategoryFilter(admin.SimpleListFilter):
     """Raw memories that need a person unless another category is chosen; each label carries
     its category's count of raw memories (of the tenants the viewer may see)."""
 
-    title = "show"
+    title = "category"
     parameter_name = "show"
 
     def lookups(self, request, model_admin):
@@ -95,9 +98,6 @@ class ReviewQueueAdmin(MemoryAdmin):
     list_filter = [ReviewCategoryFilter, "kind", "scope", "priority"]
     actions = ["promote_selected", "reject_selected"]
 
-    class Media:
-        css = {"all": ["memories/admin.css"]}
-
     def raw_memories(self):
         """Every raw memory the request's context may see (RLS scopes it to the tenant)."""
         return self.model._default_manager.filter(confidence=Confidence.RAW)
@@ -118,8 +118,8 @@ class ReviewQueueAdmin(MemoryAdmin):
         return super().changelist_view(request, {"title": "Review queue", **(extra_context or {})})
 
     def has_change_permission(self, request, obj=None):
-        # Needed for the actions; every field stays read-only.
-        return self.admin_site.has_permission(request)
+        # The list's actions need it; a memory's own page stays a read-only view.
+        return obj is None and self.admin_site.has_permission(request)
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in self.model._meta.fields if f.name not in self.exclude]
