@@ -6,7 +6,16 @@ from django.utils.text import Truncator
 from django.utils.translation import ngettext
 
 from memory_service.exceptions import ConflictError
-from memory_service.memories.models import Confidence, Kind, Memory, Origin, Priority, ReviewQueueMemory, Scope
+from memory_service.memories.models import (
+    ActivityLog,
+    Confidence,
+    Kind,
+    Memory,
+    Origin,
+    Priority,
+    ReviewQueueMemory,
+    Scope,
+)
 from memory_service.memories.services import memory_promote, memory_reject
 from tenants.admin_site import ReadAuditedAdmin
 from tenants.services import admin_actor
@@ -82,6 +91,38 @@ class ReviewCategoryFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         conditions = {value: condition for value, _label, condition in REVIEW_CATEGORIES}
         return queryset.filter(conditions.get(self.value(), REVIEW_CATEGORIES[0][2]))
+
+
+@admin.register(ActivityLog)
+class ActivityLogAdmin(ReadAuditedAdmin):
+    """Searches and writes as the activity log keeps them (masked queries, pseudonymous users),
+    read-only; every page shown is audited as a read, as over the API."""
+
+    audit_resource_type = "activity"
+    list_display = ["at", "operation", "client", "user", "query_excerpt", "filters_shown", "hits", "latency"]
+    list_filter = ["operation", "degraded", "client"]
+    date_hierarchy = "at"
+    ordering = ["-at", "-id"]
+    list_per_page = 50
+
+    class Media:
+        css = {"all": ["memories/admin.css"]}
+
+    @admin.display(description="query")
+    def query_excerpt(self, row):
+        return Truncator(row.query).chars(120) or None
+
+    @admin.display(description="hits", ordering="hit_count")
+    def hits(self, row):
+        return row.hit_count
+
+    @admin.display(description="latency (ms)", ordering="latency_ms")
+    def latency(self, row):
+        return row.latency_ms
+
+    @admin.display(description="filters")
+    def filters_shown(self, row):
+        return ", ".join(f"{name}: {value}" for name, value in sorted(row.filters.items()) if value) or None
 
 
 @admin.register(ReviewQueueMemory)

@@ -352,6 +352,8 @@ class ActivityLog(models.Model):
     objects = TenantQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "activity log entry"
+        verbose_name_plural = "activity log entries"
         indexes = [models.Index(fields=["tenant", "-at"], name="activity_tenant_at")]
 
     def __str__(self) -> str:

@@ -12,6 +12,10 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AlterModelOptions(
+            name="activitylog",
+            options={"verbose_name": "activity log entry", "verbose_name_plural": "activity log entries"},
+        ),
+        migrations.AlterModelOptions(
             name="reviewqueuememory",
             options={"verbose_name": "memory awaiting review", "verbose_name_plural": "memories awaiting review"},
         ),
