@@ -6,6 +6,7 @@ CSV export (``audit_exported``), in the chain of each tenant whose events were s
 
 import csv
 import io
+import re
 
 from django.contrib import admin, messages
 from django.db.models import Q
@@ -54,11 +55,21 @@ class ActorFilter(admin.SimpleListFilter):
         return queryset.filter(actor__startswith=self.value()) if self.value() else queryset
 
 
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def short_id(value: str):
     """An id of more than 12 characters (a UUID) cut to its first 8, the whole id in the tooltip."""
     if len(value) <= 12:
         return value
     return format_html('<span class="short-id" title="{}">{}…</span>', value, value[:8])
+
+
+def short_ids_in(text: str):
+    """``text`` with each UUID in it shortened as ``short_id`` does (``system:export:<job id>``)."""
+    parts = UUID_RE.split(text)
+    ids = [short_id(value) for value in UUID_RE.findall(text)] + [""]
+    return format_html_join("", "{}{}", zip(parts, ids, strict=True))
 
 
 def _admin_actor(request) -> str:
@@ -76,7 +87,7 @@ def _record(request, *, action: Action, tenant_ids, resource_type: str, details:
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "at", "tenant_slug", "actor", "action", "resource_type", "resources"]
+    list_display = ["seq", "at", "tenant_slug", "actor_shown", "action", "resource_type", "resources"]
     list_filter = ["action", TenantFilter, ActorFilter, ("at", TimeFilter)]
     search_fields = ["actor"]
     search_help_text = "An actor, or the exact id of a resource (memory, token, proposal…)."
@@ -93,6 +104,10 @@ class AuditEventAdmin(ReadOnlyAdmin):
     @admin.display(description="tenant")
     def tenant_slug(self, event):
         return event.tenant_slug or short_id(str(event.tenant_id))
+
+    @admin.display(description="actor", ordering="actor")
+    def actor_shown(self, event):
+        return short_ids_in(event.actor)
 
     @admin.display(description="resources")
     def resources(self, event):

@@ -98,9 +98,12 @@ def test_it_shortens_long_resource_ids_and_keeps_them_whole_in_the_tooltip_escap
         tenant=alpha, actor="system:tests", action="delete", resource_type="memory",
         resource_ids=[memory_id, "short-id", forged, "a", "b"],
     )  # fmt: skip
+    audit_event_record(tenant=alpha, actor=f"system:export:{memory_id}", action="export_finished",
+                       resource_type="export", resource_ids=[memory_id])  # fmt: skip
     audit_event_record(tenant=bravo, actor="system:tests", action="delete", resource_type="memory",
                        resource_ids=["bravo-memory-id-0001"])  # fmt: skip
-    page = _admin_of(alpha).get(URL, {"action__exact": "delete"}).content.decode()
+    client = _admin_of(alpha)
+    page = client.get(URL, {"action__exact": "delete"}).content.decode()
     cell = re.search(r'<td class="field-resources">(.*?)</td>', page).group(1)
     assert cell == (
         f'<span class="short-id" title="{memory_id}">0ea6d45e…</span>, short-id, '
@@ -108,4 +111,7 @@ def test_it_shortens_long_resource_ids_and_keeps_them_whole_in_the_tooltip_escap
         "&quot;&gt;&lt;scrip…</span> (+2)"
     )
     assert "<script>alert" not in page and "bravo-memory-id-0001" not in page
+    page = client.get(URL, {"action__exact": "export_finished"}).content.decode()
+    actor = re.search(r'<td class="field-actor_shown">(.*?)</td>', page).group(1)
+    assert actor == f'system:export:<span class="short-id" title="{memory_id}">0ea6d45e…</span>'
     assert "audit/admin.css" in page  # one line per row: the list's stylesheet keeps cells from wrapping
