@@ -6,12 +6,14 @@ CSV export (``audit_exported``), in the chain of each tenant whose events were s
 
 import csv
 import io
+import re
 
 from django.contrib import admin, messages
 from django.db.models import Q
 from django.http import HttpResponse, HttpResponseRedirect
 from django.urls import path
 from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
 from audit.checkpoints import checkpoint_store
 from audit.models import Action, AuditEvent
@@ -34,6 +36,14 @@ class TenantFilter(admin.SimpleListFilter):
         return queryset.filter(tenant_id=self.value()) if self.value() else queryset
 
 
+class TimeFilter(admin.DateFieldListFilter):
+    """The date filter of ``at``, titled "time" (not "at")."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.title = "time"
+
+
 class ActorFilter(admin.SimpleListFilter):
     title = "actor"
     parameter_name = "actor_kind"
@@ -43,6 +53,23 @@ class ActorFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return queryset.filter(actor__startswith=self.value()) if self.value() else queryset
+
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def short_id(value: str):
+    """An id of more than 12 characters (a UUID) cut to its first 8, the whole id in the tooltip."""
+    if len(value) <= 12:
+        return value
+    return format_html('<span class="short-id" title="{}">{}…</span>', value, value[:8])
+
+
+def short_ids_in(text: str):
+    """``text`` with each UUID in it shortened as ``short_id`` does (``system:export:<job id>``)."""
+    parts = UUID_RE.split(text)
+    ids = [short_id(value) for value in UUID_RE.findall(text)] + [""]
+    return format_html_join("", "{}{}", zip(parts, ids, strict=True))
 
 
 def _admin_actor(request) -> str:
@@ -60,8 +87,8 @@ def _record(request, *, action: Action, tenant_ids, resource_type: str, details:
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ["seq", "at", "tenant_slug", "actor", "action", "resource_type", "resources"]
-    list_filter = ["action", TenantFilter, ActorFilter, ("at", admin.DateFieldListFilter)]
+    list_display = ["seq", "at", "tenant_slug", "actor_shown", "action", "resource_type", "resources"]
+    list_filter = ["action", TenantFilter, ActorFilter, ("at", TimeFilter)]
     search_fields = ["actor"]
     search_help_text = "An actor, or the exact id of a resource (memory, token, proposal…)."
     date_hierarchy = "at"
@@ -71,14 +98,23 @@ class AuditEventAdmin(ReadOnlyAdmin):
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(tenant_slug=tenant_slug_of("tenant_id"))
 
+    class Media:
+        css = {"all": ["audit/admin.css"]}
+
     @admin.display(description="tenant")
     def tenant_slug(self, event):
-        return event.tenant_slug or str(event.tenant_id)
+        return event.tenant_slug or short_id(str(event.tenant_id))
+
+    @admin.display(description="actor", ordering="actor")
+    def actor_shown(self, event):
+        return short_ids_in(event.actor)
 
     @admin.display(description="resources")
     def resources(self, event):
+        """The first three resource ids, shortened, each whole in its tooltip (and on the event's page)."""
         ids = event.resource_ids
-        return ", ".join(ids[:3]) + (f" (+{len(ids) - 3})" if len(ids) > 3 else "")
+        shown = format_html_join(", ", "{}", ((short_id(value),) for value in ids[:3]))
+        return format_html("{}{}", shown, f" (+{len(ids) - 3})" if len(ids) > 3 else "")
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()

@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.utils.translation import ngettext
 
 from tenants.admin_site import ReadOnlyAdmin
 from tenants.models import ApiToken, Tenant, User
@@ -36,7 +37,8 @@ class ApiTokenAdmin(ReadOnlyAdmin):
         tokens = list(queryset)
         for token in tokens:
             token_revoke(tenant=token.tenant, actor=admin_actor(request.user), token=token)
-        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+        revoked = ngettext("Revoked %(count)d token.", "Revoked %(count)d tokens.", len(tokens))
+        self.message_user(request, revoked % {"count": len(tokens)}, messages.SUCCESS)
 
     def has_change_permission(self, request, obj=None):
         # Needed for the revoke action; every field stays read-only.

@@ -11,6 +11,7 @@ from functools import wraps
 
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.utils.text import capfirst
 
 from tenants.context import platform_context, tenant_context
 
@@ -28,6 +29,10 @@ class MemoryAdminSite(admin.AdminSite):
     site_header = "memory-service administration"
     site_title = "memory-service"
     index_title = "Tenants, memories, proposals and audit"
+    # The service has no public site to link to: no "View site" link.
+    site_url = None
+    # Lists of many columns need the page's width; the index lists every page.
+    enable_nav_sidebar = False
 
     def has_permission(self, request):
         """Superusers, and staff users bound to a tenant."""
@@ -59,6 +64,11 @@ class TenantScopedAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request, obj=None):
         return self.admin_site.has_permission(request)
+
+    def changelist_view(self, request, extra_context=None):
+        """Titled by what it lists ("Audit events"), not "Select audit event to view"."""
+        title = capfirst(self.model._meta.verbose_name_plural)
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
 
 
 class ReadOnlyAdmin(TenantScopedAdmin):

@@ -4,7 +4,7 @@ only (RLS, through ``MemoryAdminSite``)."""
 from django.contrib import admin
 from django.utils.html import format_html
 
-from memory_service.exports.models import ExportJob
+from memory_service.exports.models import ExportJob, ExportStatus
 from tenants.admin_site import ReadOnlyAdmin
 
 
@@ -24,6 +24,12 @@ class ExportJobAdmin(ReadOnlyAdmin):
 
     @admin.display(description="progress")
     def progress_bar(self, job):
+        """A bar while the job is queued, running or built; a failed job's last progress; nothing
+        for an archive that retention or an erasure deleted (its status says which)."""
+        if job.status in (ExportStatus.EXPIRED, ExportStatus.ERASED):
+            return "—"
+        if job.status == ExportStatus.FAILED:
+            return f"stopped at {job.progress}%"
         return format_html('<progress max="100" value="{}"></progress> {}%', job.progress, job.progress)
 
     @admin.display(description="rows")

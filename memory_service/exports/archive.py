@@ -34,7 +34,7 @@ FORMAT_VERSION = 1
 
 MEMORY_FIELDS = (
     "id", "scope", "user", "repository", "session", "name", "author", "kind", "priority", "confidence", "lifecycle",
-    "title", "text", "tags", "metadata", "solved_query", "external_id", "source_client", "masker_version",
+    "title", "text", "tags", "metadata", "solved_query", "external_id", "origin", "source_client", "masker_version",
     "embedding_status", "embedding_model", "occurred_at", "valid_until", "expires_at", "created_at", "updated_at",
 )  # fmt: skip
 SUPERSESSION_FIELDS = ("old_id", "new_id", "partial", "created_at")

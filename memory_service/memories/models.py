@@ -49,6 +49,14 @@ class Confidence(models.TextChoices):
     VALIDATED = "validated"
 
 
+class Origin(models.TextChoices):
+    """How a memory was written: one at a time, in a bulk write, or as a named session note."""
+
+    SINGLE = "single", "single write"
+    BULK = "bulk", "bulk write"
+    SESSION_NOTE = "session_note", "session note"
+
+
 class Lifecycle(models.TextChoices):
     """States set explicitly on decisions. Superseded states are derived from links, never stored."""
 
@@ -99,6 +107,10 @@ class Memory(models.Model):
     solved_query = models.TextField(blank=True, default="")
 
     external_id = models.CharField(max_length=128, blank=True, default="")
+    # Set once, when the memory is created (``services._new_memory``); the review queue leaves
+    # bulk writes and session notes out by default. The database default covers rows inserted
+    # without the ORM.
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.SINGLE, db_default=Origin.SINGLE)
     dedup_key = models.CharField(max_length=64, help_text="Tenant-keyed HMAC of the raw text and scope owner")
     request_hash = models.CharField(max_length=64, help_text="Keyed hash of the raw request, for idempotent repeats")
     source_client = models.CharField(max_length=50, blank=True, default="")
@@ -203,8 +215,8 @@ class ReviewQueueMemory(Memory):
 
     class Meta:
         proxy = True
-        verbose_name = "memory to review"
-        verbose_name_plural = "review queue"
+        verbose_name = "memory awaiting review"
+        verbose_name_plural = "memories awaiting review"
 
 
 class Supersession(models.Model):
@@ -340,6 +352,8 @@ class ActivityLog(models.Model):
     objects = TenantQuerySet.as_manager()
 
     class Meta:
+        verbose_name = "activity log entry"
+        verbose_name_plural = "activity log entries"
         indexes = [models.Index(fields=["tenant", "-at"], name="activity_tenant_at")]
 
     def __str__(self) -> str:

@@ -38,6 +38,7 @@ from memory_service.memories.models import (
     Kind,
     Lifecycle,
     Memory,
+    Origin,
     Priority,
     Scope,
     Supersession,
@@ -242,6 +243,7 @@ class _Write:
     dedup_key: str
     request_hash: str
     started: float  # time.perf_counter() when the write (or its batch) began: its activity row's latency
+    bulk: bool = False  # an item of ``memory_create_many``
 
 
 #: Where a memory goes when the writer names no scope: what describes the person (preferences,
@@ -364,6 +366,13 @@ class _Stored:
         self.by_dedup_key[memory.dedup_key] = memory
 
 
+def _origin(write: _Write) -> str:
+    """How ``write`` came in (``Memory.origin``): only session notes have a name."""
+    if write.name:
+        return Origin.SESSION_NOTE
+    return Origin.BULK if write.bulk else Origin.SINGLE
+
+
 def _new_memory(principal: Principal, write: _Write, now) -> Memory:
     owner, values = write.owner, write.values
     memory = Memory(
@@ -384,6 +393,7 @@ def _new_memory(principal: Principal, write: _Write, now) -> Memory:
         metadata=values["metadata"],
         solved_query=values["solved_query"],
         external_id=write.external_id,
+        origin=_origin(write),
         dedup_key=write.dedup_key,
         request_hash=write.request_hash,
         source_client=principal.name,
@@ -494,7 +504,9 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     with masking_batch(tenant=principal.tenant, values=free_text):
         for index, item in enumerate(items):
             try:
-                checked.append((index, _write_checked(principal=principal, started=started, **item)))
+                write = _write_checked(principal=principal, started=started, **item)
+                write.bulk = True
+                checked.append((index, write))
             except ApplicationError as exc:
                 results[index] = exc
     # Runs of plain writes are stored together; a write that supersedes is stored alone.

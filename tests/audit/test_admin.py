@@ -1,9 +1,12 @@
 """Audit inspection in the admin: read-only, filtered, exported, verified, tenant-scoped."""
 
+import re
+
 import pytest
 from django.test import Client
 
 from audit.models import AuditEvent
+from audit.services import audit_event_record
 from tenants.context import tenant_context
 from tenants.models import User
 from tests.factories import make_tenant, make_token
@@ -84,3 +87,31 @@ def test_it_shows_superusers_every_tenant_but_lets_nobody_edit():
     page = client.get(URL).content.decode()
     assert "alpha" in page and "bravo" in page
     assert client.get(f"{URL}add/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_it_shortens_long_resource_ids_and_keeps_them_whole_in_the_tooltip_escaped(two_tenants):
+    alpha, bravo = two_tenants
+    memory_id = "0ea6d45e-144b-429a-8ab6-17a5eb8b152f"
+    forged = '"><script>alert(1)</script>-long-id'
+    audit_event_record(
+        tenant=alpha, actor="system:tests", action="delete", resource_type="memory",
+        resource_ids=[memory_id, "short-id", forged, "a", "b"],
+    )  # fmt: skip
+    audit_event_record(tenant=alpha, actor=f"system:export:{memory_id}", action="export_finished",
+                       resource_type="export", resource_ids=[memory_id])  # fmt: skip
+    audit_event_record(tenant=bravo, actor="system:tests", action="delete", resource_type="memory",
+                       resource_ids=["bravo-memory-id-0001"])  # fmt: skip
+    client = _admin_of(alpha)
+    page = client.get(URL, {"action__exact": "delete"}).content.decode()
+    cell = re.search(r'<td class="field-resources">(.*?)</td>', page).group(1)
+    assert cell == (
+        f'<span class="short-id" title="{memory_id}">0ea6d45e…</span>, short-id, '
+        '<span class="short-id" title="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;-long-id">'
+        "&quot;&gt;&lt;scrip…</span> (+2)"
+    )
+    assert "<script>alert" not in page and "bravo-memory-id-0001" not in page
+    page = client.get(URL, {"action__exact": "export_finished"}).content.decode()
+    actor = re.search(r'<td class="field-actor_shown">(.*?)</td>', page).group(1)
+    assert actor == f'system:export:<span class="short-id" title="{memory_id}">0ea6d45e…</span>'
+    assert "audit/admin.css" in page  # one line per row: the list's stylesheet keeps cells from wrapping

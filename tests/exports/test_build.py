@@ -51,8 +51,8 @@ def test_it_exports_one_users_data_and_audits_each_step_once(tmp_path):
     archive = download(client, job_id)
     manifest = verify_archive(io.BytesIO(archive))
     assert manifest["user"].startswith("u_") and "u1" not in json.dumps(manifest)
-    texts = sorted(m["text"] for m in jsonl(archive, "memories.jsonl"))
-    assert texts == ["Deploy on Tuesdays", "Use tabs in Makefiles"]
+    texts = sorted((m["text"], m["origin"]) for m in jsonl(archive, "memories.jsonl"))
+    assert texts == [("Deploy on Tuesdays", "single"), ("Use tabs in Makefiles", "single")]
     # The audit events naming u1's pseudonym: its two writes and the export's start.
     actions = [e["action"] for e in jsonl(archive, "audit_events.jsonl")]
     assert actions == ["offload", "offload", "export_started"]

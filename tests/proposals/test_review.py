@@ -220,7 +220,7 @@ def test_the_review_queue_puts_pinning_memories_first_and_promotes_or_rejects(te
     url = "/admin/memories/reviewqueuememory/"
     page = client.get(url).content.decode()
     assert "charlie raw" not in page
-    order = [page.index(f"{memory_id}/change/") for memory_id in (pinning, user_high, wrong, normal)]
+    order = [page.index(f"{memory_id}/change/") for memory_id in (pinning, wrong, normal, user_high)]
     assert order == sorted(order)
 
     search = {"query": "run migrations", "repository": "web"}
