@@ -37,10 +37,10 @@ $(STAMP_BENCH): requirements/bench.txt $(STAMP_DEV)
 	@touch $@
 
 run: $(STAMP_BASE)
-	$(PY) -m memory_service.devstack run
+	$(PY) -m dev.stack run
 
 stop: $(STAMP_BASE)
-	$(PY) -m memory_service.devstack stop
+	$(PY) -m dev.stack stop
 
 CHROMIUM := /usr/bin/chromium
 
@@ -51,7 +51,7 @@ $(CHROMIUM):
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
 test: $(STAMP_DEV) $(CHROMIUM)
-	$(PY) -m memory_service.devstack test $(PYTEST_ARGS)
+	$(PY) -m dev.stack test $(PYTEST_ARGS)
 
 # Every benchmark at a size that fits a 2-core machine (about an hour); figures in bench/RESULTS.md.
 bench: $(STAMP_BENCH)
