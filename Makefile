@@ -6,7 +6,7 @@ STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BENCH := $(VENV)/.installed-bench
 
-.PHONY: run stop test lint format bench clean
+.PHONY: run stop test lint mypy format bench clean
 
 $(PY):
 	@echo "==> Creating the virtual environment in $(VENV)"
@@ -57,10 +57,16 @@ test: $(STAMP_DEV) $(CHROMIUM)
 bench: $(STAMP_BENCH)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
-lint: $(STAMP_DEV)
+lint: $(STAMP_DEV) mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	ENV_FILE=.data/test/env DJANGO_SETTINGS_MODULE=memory_service.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+# Type checks of services and selectors (pyproject.toml, [tool.mypy]). Django's settings must load
+# for the mypy plugin; these placeholders are never used to connect.
+mypy: $(STAMP_DEV)
+	ENV_FILE=/dev/null SECRET_KEY=typecheck AUDIT_HMAC_KEY=typecheck DATABASE_URL=postgres://typecheck@127.0.0.1/typecheck \
+		$(VENV)/bin/mypy
 
 format: $(STAMP_DEV)
 	$(VENV)/bin/ruff check --fix .
