@@ -6,7 +6,7 @@ STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BENCH := $(VENV)/.installed-bench
 
-.PHONY: run stop test lint mypy format bench clean
+.PHONY: run stop test lint mypy inspector format bench clean
 
 $(PY):
 	@echo "==> Creating the virtual environment in $(VENV)"
@@ -50,7 +50,22 @@ $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
-test: $(STAMP_DEV) $(CHROMIUM)
+# The MCP Inspector test runs the Inspector on the Node it pins, both exact in dev/inspector/
+# (package-lock.json holds every dependency's version and hash); npm installs them once here.
+NODE_DIR := .data/node
+INSPECTOR := $(NODE_DIR)/.installed
+
+$(INSPECTOR): dev/inspector/package.json dev/inspector/package-lock.json
+	@echo "==> Installing the MCP Inspector and its Node (dev/inspector/package-lock.json) into $(NODE_DIR)"
+	rm -rf $(NODE_DIR)
+	mkdir -p $(NODE_DIR)
+	cp dev/inspector/package.json dev/inspector/package-lock.json $(NODE_DIR)/
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+inspector: $(INSPECTOR)
+
+test: $(STAMP_DEV) $(CHROMIUM) $(INSPECTOR)
 	$(PY) -m dev.stack test $(PYTEST_ARGS)
 
 # Every benchmark at a size that fits a 2-core machine (about an hour); figures in bench/RESULTS.md.
