@@ -6,7 +6,7 @@ STAMP_BASE := $(VENV)/.installed-base
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_BENCH := $(VENV)/.installed-bench
 
-.PHONY: run stop test lint format bench clean
+.PHONY: run stop test lint mypy inspector format bench clean
 
 $(PY):
 	@echo "==> Creating the virtual environment in $(VENV)"
@@ -37,10 +37,10 @@ $(STAMP_BENCH): requirements/bench.txt $(STAMP_DEV)
 	@touch $@
 
 run: $(STAMP_BASE)
-	$(PY) -m memory_service.devstack run
+	$(PY) -m dev.stack run
 
 stop: $(STAMP_BASE)
-	$(PY) -m memory_service.devstack stop
+	$(PY) -m dev.stack stop
 
 CHROMIUM := /usr/bin/chromium
 
@@ -50,17 +50,38 @@ $(CHROMIUM):
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null
 
-test: $(STAMP_DEV) $(CHROMIUM)
-	$(PY) -m memory_service.devstack test $(PYTEST_ARGS)
+# The MCP Inspector test runs the Inspector on the Node it pins, both exact in dev/inspector/
+# (package-lock.json holds every dependency's version and hash); npm installs them once here.
+NODE_DIR := .data/node
+INSPECTOR := $(NODE_DIR)/.installed
+
+$(INSPECTOR): dev/inspector/package.json dev/inspector/package-lock.json
+	@echo "==> Installing the MCP Inspector and its Node (dev/inspector/package-lock.json) into $(NODE_DIR)"
+	rm -rf $(NODE_DIR)
+	mkdir -p $(NODE_DIR)
+	cp dev/inspector/package.json dev/inspector/package-lock.json $(NODE_DIR)/
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+inspector: $(INSPECTOR)
+
+test: $(STAMP_DEV) $(CHROMIUM) $(INSPECTOR)
+	$(PY) -m dev.stack test $(PYTEST_ARGS)
 
 # Every benchmark at a size that fits a 2-core machine (about an hour); figures in bench/RESULTS.md.
 bench: $(STAMP_BENCH)
 	$(PY) bench/run_all.py $(BENCH_ARGS)
 
-lint: $(STAMP_DEV)
+lint: $(STAMP_DEV) mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	ENV_FILE=.data/test/env DJANGO_SETTINGS_MODULE=memory_service.settings.test $(PY) manage.py makemigrations --check --dry-run
+
+# Type checks of services and selectors (pyproject.toml, [tool.mypy]). Django's settings must load
+# for the mypy plugin; these placeholders are never used to connect.
+mypy: $(STAMP_DEV)
+	ENV_FILE=/dev/null SECRET_KEY=typecheck AUDIT_HMAC_KEY=typecheck DATABASE_URL=postgres://typecheck@127.0.0.1/typecheck \
+		$(VENV)/bin/mypy
 
 format: $(STAMP_DEV)
 	$(VENV)/bin/ruff check --fix .

@@ -1,9 +1,12 @@
+import uuid
+from typing import Self
+
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
-from tenants.models import TenantQuerySet
+from tenants.models import Tenant, TenantQuerySet
 
 
 class Action(models.TextChoices):
@@ -29,9 +32,9 @@ class Action(models.TextChoices):
     TOKEN_REVOKED = "token_revoked"
 
 
-class AuditEventQuerySet(TenantQuerySet):
-    def for_tenant(self, tenant) -> "AuditEventQuerySet":
-        return self.filter(tenant_id=tenant.id)
+class AuditEventQuerySet(TenantQuerySet["AuditEvent"]):
+    def for_tenant(self, tenant: Tenant | uuid.UUID | str) -> Self:
+        return self.filter(tenant_id=tenant.id if isinstance(tenant, Tenant) else tenant)
 
 
 class AuditEvent(models.Model):

@@ -1,5 +1,7 @@
 """Reads of the audit trail."""
 
+import uuid
+
 from django.db import DEFAULT_DB_ALIAS, connections, router
 from django.db.models import QuerySet
 
@@ -20,12 +22,12 @@ def audit_chain_tenant_ids() -> list[str]:
         return [str(row[0]) for row in cursor.fetchall()]
 
 
-def audit_chain_head(*, tenant_id) -> tuple[int, str] | None:
+def audit_chain_head(*, tenant_id: uuid.UUID | str) -> tuple[int, str] | None:
     """(seq, hash) of the tenant's newest event, or None when it has none (read under RLS)."""
     return AuditEvent.objects.filter(tenant_id=tenant_id).order_by("-seq").values_list("seq", "hash").first()
 
 
-def audit_event_hash(*, tenant_id, seq: int) -> str | None:
+def audit_event_hash(*, tenant_id: uuid.UUID | str, seq: int) -> str | None:
     """The link of the tenant's event number ``seq``, or None when there is no such event."""
     return AuditEvent.objects.filter(tenant_id=tenant_id, seq=seq).values_list("hash", flat=True).first()
 

@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import logging
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -14,10 +15,14 @@ from audit.chain import GENESIS, canonical, link
 from audit.checkpoints import Checkpoint, CheckpointStore, checkpoint_sign, checkpoint_store, checkpoint_valid
 from audit.models import Action, AuditEvent
 from audit.selectors import audit_chain_head, audit_chain_tenant_ids, audit_event_hash
+from tenants.access import Principal
 from tenants.context import query_with_settings, set_current_tenant, tenant_context
 from tenants.models import Tenant
 
 logger = logging.getLogger(__name__)
+
+# What an event may name a resource by; it is stored as text.
+ResourceId = str | uuid.UUID | int
 
 
 def user_pseudonym(user: str) -> str:
@@ -34,7 +39,7 @@ class EventSpec:
 
     action: Action | str
     resource_type: str
-    resource_ids: Iterable[str] = ()
+    resource_ids: Iterable[ResourceId] = ()
     details: dict | None = None
 
 
@@ -44,7 +49,7 @@ def audit_event_record(
     actor: str,
     action: Action | str,
     resource_type: str,
-    resource_ids: Iterable[str] = (),
+    resource_ids: Iterable[ResourceId] = (),
     details: dict | None = None,
 ) -> AuditEvent:
     """Append one event to ``tenant``'s chain, in the caller's transaction (bound to ``tenant``).
@@ -117,9 +122,9 @@ def audit_events_record(*, tenant: Tenant, actor: str, events: list[EventSpec]) 
 
 def audit_read_record(
     *,
-    principal,
+    principal: Principal,
     resource_type: str,
-    resource_ids: Iterable = (),
+    resource_ids: Iterable[ResourceId] = (),
     action: Action | str = Action.RETRIEVE,
     details: dict | None = None,
 ) -> AuditEvent:
@@ -133,7 +138,9 @@ def audit_read_record(
     )  # fmt: skip
 
 
-def audit_checkpoint_write(*, tenant_id, seq: int, hash: str, by: str, store: CheckpointStore) -> Checkpoint:
+def audit_checkpoint_write(
+    *, tenant_id: uuid.UUID | str, seq: int, hash: str, by: str, store: CheckpointStore
+) -> Checkpoint:
     """Sign the head (``seq``, ``hash``) of ``tenant_id``'s chain as of now and append it to ``store``.
 
     The caller vouches that this head extends the tenant's latest checkpoint (``verify_audit`` has
@@ -143,7 +150,9 @@ def audit_checkpoint_write(*, tenant_id, seq: int, hash: str, by: str, store: Ch
     return checkpoint
 
 
-def audit_checkpoint_advance(*, tenant_id, store: CheckpointStore, by: str = "schedule") -> Checkpoint | None:
+def audit_checkpoint_advance(
+    *, tenant_id: uuid.UUID | str, store: CheckpointStore, by: str = "schedule"
+) -> Checkpoint | None:
     """Checkpoint ``tenant_id``'s chain head if it moved past the latest checkpoint (or there is none);
     returns the checkpoint written, or None. Runs in a transaction bound to the tenant.
 

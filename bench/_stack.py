@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from memory_service import devstack
+from dev import stack as devstack
 
 
 @contextmanager

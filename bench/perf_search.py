@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def machine_facts() -> dict:
-    from memory_service.devstack import shared_buffers_mb
+    from dev.stack import shared_buffers_mb
 
     def sh(cmd):
         return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()  # noqa: S602

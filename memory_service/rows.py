@@ -6,9 +6,12 @@ with ``model_from_row``.
 """
 
 from functools import cache
+from typing import TypeVar
 
 from django.db import connections
 from django.db.models import Field, Model
+
+_M = TypeVar("_M", bound=Model)
 
 
 def concrete_fields(model: type[Model], *, exclude: tuple[str, ...] = ()) -> tuple[Field, ...]:
@@ -35,7 +38,7 @@ def _loading(fields: tuple[Field, ...], alias: str) -> tuple[list[str], tuple[tu
     return [f.attname for f in fields], tuple(found)
 
 
-def model_from_row(model: type[Model], fields: tuple[Field, ...], values, *, alias: str) -> Model:
+def model_from_row(model: type[_M], fields: tuple[Field, ...], values, *, alias: str) -> _M:
     """An instance of ``model`` from the values of ``fields`` (in that order), as loaded by the ORM
     (JSON decoded by its field, not by the driver)."""
     attnames, converted = _loading(fields, alias)

@@ -72,6 +72,7 @@ def proposal_list(*, principal: Principal, filters: dict) -> QuerySet[Proposal]:
     for name in ("repository", "status"):
         if filters.get(name):
             queryset = queryset.filter(**{name: filters[name]})
+    shown: F | Case
     if principal.has_permission(Permission.ADMIN):
         shown = F("reasoning")
     else:
@@ -81,7 +82,7 @@ def proposal_list(*, principal: Principal, filters: dict) -> QuerySet[Proposal]:
     return queryset.annotate(shown_reasoning=shown).order_by("-created_at", "-id")
 
 
-def proposal_get(*, principal: Principal, proposal_id) -> Proposal:
+def proposal_get(*, principal: Principal, proposal_id: uuid.UUID | str) -> Proposal:
     """A proposal the token may list, its read audited; NotFoundError if missing, another tenant's
     or not its own."""
     try:
@@ -99,8 +100,8 @@ def proposal_preview(*, proposal: Proposal, on: date | None = None) -> tuple[str
     """AGENTS.md before and after approving ``proposal`` now (or, once approved, around the version
     it produced), and the diff between them. Runs in the caller's tenant context; writes nothing.
     """
-    if proposal.version_id:
-        after_version = proposal.version
+    after_version = proposal.version
+    if after_version is not None:
         before_version = (
             AgentsDocumentVersion.objects.for_tenant(proposal.tenant)
             .filter(document_id=after_version.document_id, number=after_version.number - 1)

@@ -8,6 +8,7 @@ are serialised on its ``AgentsDocument`` row, so concurrent approvals and import
 import hashlib
 import hmac
 import unicodedata
+import uuid
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -91,7 +92,15 @@ def _check_if_match(current: AgentsDocumentVersion | None, if_match: str | None)
         )
 
 
-def _new_version(*, document, current, text: str, source: str, actor: str, proposal=None) -> AgentsDocumentVersion:
+def _new_version(
+    *,
+    document: AgentsDocument,
+    current: AgentsDocumentVersion | None,
+    text: str,
+    source: str,
+    actor: str,
+    proposal: Proposal | None = None,
+) -> AgentsDocumentVersion:
     return AgentsDocumentVersion.objects.create(
         tenant_id=document.tenant_id,
         document=document,
@@ -216,6 +225,8 @@ def proposal_file(
                     )
             except IntegrityError:  # the same addition was filed concurrently
                 proposal, created = _merge_into_pending(principal=principal, repository=repository, key=key), False
+        if proposal is None:  # filed concurrently and already decided
+            raise ConflictError("The same addition was just filed and decided; file it again.")
         audit_event_record(
             tenant=principal.tenant,
             actor=actor_of(principal),
@@ -224,11 +235,12 @@ def proposal_file(
             resource_ids=[proposal.id],
             details={"repository": repository, "merged": not created, "pii": masked.counts},
         )
-    proposal.shown_reasoning = masked.values["reasoning"].strip()
+    # What ``proposal_list`` annotates for a reader; the filer may see its own reasoning.
+    proposal.shown_reasoning = masked.values["reasoning"].strip()  # type: ignore[attr-defined]
     return ProposalFileResult(proposal=proposal, created=created, pii=masked.counts)
 
 
-def _pending_for_decision(*, tenant: Tenant, proposal_id) -> Proposal:
+def _pending_for_decision(*, tenant: Tenant, proposal_id: uuid.UUID | str) -> Proposal:
     proposal = Proposal.objects.for_tenant(tenant).select_for_update().filter(id=proposal_id).first()
     if proposal is None:
         raise NotFoundError("No such proposal.")
@@ -240,7 +252,7 @@ def _pending_for_decision(*, tenant: Tenant, proposal_id) -> Proposal:
     return proposal
 
 
-def proposal_approve(*, tenant: Tenant, actor: str, proposal_id, on: date | None = None) -> Proposal:
+def proposal_approve(*, tenant: Tenant, actor: str, proposal_id: uuid.UUID | str, on: date | None = None) -> Proposal:
     """Approve a pending proposal: its addition goes under its section (created if missing),
     marked 🤖 with the date, as a new version of the document. A decided proposal is a 409.
 
@@ -276,7 +288,7 @@ def proposal_approve(*, tenant: Tenant, actor: str, proposal_id, on: date | None
     return proposal
 
 
-def proposal_reject(*, tenant: Tenant, actor: str, proposal_id, note: str) -> Proposal:
+def proposal_reject(*, tenant: Tenant, actor: str, proposal_id: uuid.UUID | str, note: str) -> Proposal:
     """Reject a pending proposal with a note for the agent (masked). It stays on record."""
     if not isinstance(note, str) or not note.strip():
         raise ValidationError("A rejection needs a note.", fields={"note": ["Required."]})

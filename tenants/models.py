@@ -1,5 +1,6 @@
 import uuid
 from datetime import timedelta
+from typing import Self, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
@@ -23,9 +24,13 @@ class Permission(models.TextChoices):
 DEFAULT_TOKEN_PERMISSIONS = [Permission.MEMORY_READ.value, Permission.MEMORY_WRITE.value]
 
 
-class TenantQuerySet(models.QuerySet):
-    def for_tenant(self, tenant: "Tenant") -> "TenantQuerySet":
-        """Rows of one tenant. RLS filters too; this keeps queries explicit and index-friendly."""
+_Row = TypeVar("_Row", bound=models.Model)
+
+
+class TenantQuerySet(models.QuerySet[_Row]):
+    def for_tenant(self, tenant: "Tenant | uuid.UUID | str") -> Self:
+        """Rows of one tenant (given as the tenant or its id). RLS filters too; this keeps queries
+        explicit and index-friendly."""
         return self.filter(tenant=tenant)
 
 

@@ -4,6 +4,9 @@ They read under whatever context the caller runs in: a tenant context (RLS shows
 ``platform_context`` for operator tools.
 """
 
+import uuid
+from collections.abc import Iterable
+
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import OuterRef, QuerySet, Subquery
 
@@ -26,7 +29,7 @@ def tenant_get_by_slug(*, slug: str) -> Tenant:
     return tenant
 
 
-def tenant_get(*, tenant_id) -> Tenant:
+def tenant_get(*, tenant_id: uuid.UUID | str) -> Tenant:
     """The tenant with this id, inside its own tenant context; NotFoundError otherwise."""
     tenant = Tenant.objects.filter(id=tenant_id).first()
     if tenant is None:
@@ -40,7 +43,7 @@ def tenant_list(*, active_only: bool = False) -> QuerySet[Tenant]:
     return tenants.filter(is_active=True) if active_only else tenants
 
 
-def tenant_slugs(*, ids=None) -> dict:
+def tenant_slugs(*, ids: Iterable[uuid.UUID | str] | None = None) -> dict[uuid.UUID, str]:
     """tenant id → slug, for ``ids`` (every visible tenant when None)."""
     tenants = Tenant.objects.all() if ids is None else Tenant.objects.filter(id__in=list(ids))
     return dict(tenants.values_list("id", "slug"))
@@ -73,7 +76,9 @@ def token_list(*, principal: Principal) -> QuerySet[ApiToken]:
     """The tenant's tokens ``principal`` may manage, newest first: all of them for an unbound
     ``admin``, those within its own bindings for a bound one (``tenants.access.token_visibility``)."""
     require_permission(principal, Permission.ADMIN)
-    return ApiToken.objects.for_tenant(principal.tenant).filter(token_visibility(principal)).order_by("-created")
+    # The token manager comes from an untyped library: name the type of what it returns.
+    tokens: QuerySet[ApiToken] = ApiToken.objects.for_tenant(principal.tenant)
+    return tokens.filter(token_visibility(principal)).order_by("-created")
 
 
 def token_list_read(*, principal: Principal) -> list[ApiToken]:
@@ -99,7 +104,7 @@ def token_for_prefix(*, prefix: str) -> ApiToken | None:
     return rows.model_from_row(ApiToken, _TOKEN_FIELDS, found[0], alias=DEFAULT_DB_ALIAS) if found else None
 
 
-def tenant_bind(*, tenant_id) -> Tenant | None:
+def tenant_bind(*, tenant_id: uuid.UUID | str) -> Tenant | None:
     """Bind the current transaction to ``tenant_id`` for RLS and read that tenant (None if it is not
     there), in one round trip. Needs an open transaction."""
     _previous, found = query_with_settings(

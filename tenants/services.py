@@ -22,12 +22,13 @@ from tenants.models import DEFAULT_TOKEN_PERMISSIONS, ApiToken, Permission, Tena
 _VALID_PERMISSIONS = set(Permission.values)
 
 
-def actor_of(token: ApiToken) -> str:
-    """How a token appears in the audit: its id (prefix) and client name, never its secret."""
+def actor_of(token: ApiToken | Principal) -> str:
+    """How a token (or the principal it makes) appears in the audit: its id (prefix) and client name,
+    never its secret."""
     return f"token:{token.prefix}:{token.name}"
 
 
-def admin_actor(user) -> str:
+def admin_actor(user: User) -> str:
     """How a person using the admin appears in the audit."""
     return f"admin:{user.username}"
 

@@ -1,6 +1,6 @@
 """The benchmark's own stack: embedded PostgreSQL on 54330 (.data/bench), Redis db 5, uvicorn on 8030.
 
-Reuses ``memory_service.devstack``; never touches the ``run``/``test`` profiles, their ports or
+Reuses ``dev.stack``; never touches the ``run``/``test`` profiles, their ports or
 their Redis databases.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
 
-from memory_service import devstack
+from dev import stack as devstack
 
 # Data, logs and env file stay under this checkout's .data/bench even when the application code
 # comes from a frozen copy (BENCH_APP_DIR); uvicorn and Celery run from APP_DIR.

@@ -32,7 +32,7 @@ def export_job_read(*, principal: Principal, job_id: uuid.UUID | str) -> ExportJ
     return job
 
 
-def export_job_get_for_worker(*, tenant_id, job_id) -> ExportJob:
+def export_job_get_for_worker(*, tenant_id: uuid.UUID | str, job_id: uuid.UUID | str) -> ExportJob:
     """The job with its tenant, for code already inside the tenant's context (workers, commands)."""
     return ExportJob.objects.for_tenant(tenant_id).select_related("tenant").get(id=job_id)
 

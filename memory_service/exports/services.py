@@ -14,6 +14,7 @@ import hashlib
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -48,7 +49,7 @@ def _enqueue(job: ExportJob) -> None:
 
     tenant_id, job_id = str(job.tenant_id), str(job.id)
 
-    def publish():
+    def publish() -> None:
         try:
             export_build_task.apply_async(args=[tenant_id, job_id], retry=False)
         except Exception as exc:  # any broker failure: the job stays queued for the sweep
@@ -77,7 +78,7 @@ def export_job_start(*, tenant: Tenant, actor: str, user: str = "", enqueue: boo
     return job
 
 
-def export_job_claim(*, tenant_id, job_id) -> int | None:
+def export_job_claim(*, tenant_id: uuid.UUID | str, job_id: uuid.UUID | str) -> int | None:
     """Claim the job for one attempt; returns the attempt number, or None if it is not claimable
     (finished, running under a live lease, or out of attempts)."""
     now = timezone.now()
@@ -105,7 +106,14 @@ class _Heartbeat(threading.Thread):
     """Renews the lease and records progress on the job row, from its own database connection
     (the builder's transaction stays open for the whole archive, so its writes would not show)."""
 
-    def __init__(self, *, tenant_id, job_id, attempt: int, on_progress: Callable[[int, int], None] | None):
+    def __init__(
+        self,
+        *,
+        tenant_id: uuid.UUID | str,
+        job_id: uuid.UUID | str,
+        attempt: int,
+        on_progress: Callable[[int, int], None] | None,
+    ):
         super().__init__(daemon=True, name=f"export-heartbeat-{job_id}")
         self.tenant_id, self.job_id, self.attempt = str(tenant_id), job_id, attempt
         self.total = 0
@@ -150,7 +158,7 @@ class _Heartbeat(threading.Thread):
         self.join()
 
 
-def _partial_path(directory: Path, job_id, attempt: int) -> Path:
+def _partial_path(directory: Path, job_id: uuid.UUID | str, attempt: int) -> Path:
     return directory / f".{job_id}.{attempt}.part"
 
 
@@ -162,7 +170,9 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def export_job_run(*, tenant_id, job_id, on_progress: Callable[[int, int], None] | None = None) -> ExportJob | None:
+def export_job_run(
+    *, tenant_id: uuid.UUID | str, job_id: uuid.UUID | str, on_progress: Callable[[int, int], None] | None = None
+) -> ExportJob | None:
     """Claim and build the job; the finished job, or None when it was not ours to build.
 
     Idempotent: a job already finished, or running under another live attempt, is left alone.
@@ -242,7 +252,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def export_job_fail(*, tenant_id, job_id, error: str) -> bool:
+def export_job_fail(*, tenant_id: uuid.UUID | str, job_id: uuid.UUID | str, error: str) -> bool:
     """Mark an unfinished job failed (``error`` is an error class name, never a message)."""
     with tenant_context(tenant_id):
         jobs = ExportJob.objects.for_tenant(tenant_id).filter(
@@ -311,8 +321,12 @@ def export_job_download(*, principal: Principal, job: ExportJob) -> Path:
 
 
 def _delete_files_on_commit(paths: list[Path]) -> None:
+    def delete() -> None:
+        for path in paths:
+            path.unlink(missing_ok=True)
+
     if paths:
-        transaction.on_commit(lambda: [p.unlink(missing_ok=True) for p in paths])
+        transaction.on_commit(delete)
 
 
 def export_archives_expire(*, tenant: Tenant) -> int:

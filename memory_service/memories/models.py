@@ -72,11 +72,15 @@ class EmbeddingStatus(models.TextChoices):
     FAILED = "failed"
 
 
-class MemoryManager(models.Manager.from_queryset(TenantQuerySet)):
+class MemoryManager(models.Manager["Memory"]):
     """Leaves the full-text vector out of every query unless asked for: nothing reads it back."""
 
-    def get_queryset(self):
-        return super().get_queryset().defer("search_vector")
+    def get_queryset(self) -> TenantQuerySet["Memory"]:
+        return TenantQuerySet(self.model, using=self._db).defer("search_vector")
+
+    def for_tenant(self, tenant: Tenant | uuid.UUID | str) -> TenantQuerySet["Memory"]:
+        """``TenantQuerySet.for_tenant`` of every memory."""
+        return self.get_queryset().for_tenant(tenant)
 
 
 class Memory(models.Model):

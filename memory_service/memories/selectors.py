@@ -51,8 +51,11 @@ def parse_memory_id(value: str, *, field: str = "id") -> uuid.UUID:
 
 def memory_get(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
     """The memory if the token may read it; NotFoundError if missing, another tenant's or hidden."""
-    memory_id = parse_memory_id(memory_id)
-    memory = Memory.objects.for_tenant(principal.tenant).filter(memory_visibility(principal), id=memory_id).first()
+    memory = (
+        Memory.objects.for_tenant(principal.tenant)
+        .filter(memory_visibility(principal), id=parse_memory_id(str(memory_id)))
+        .first()
+    )
     if memory is None:
         raise NotFoundError("No such memory.")
     return memory

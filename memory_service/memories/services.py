@@ -13,11 +13,14 @@ import json
 import logging
 import operator
 import time
+import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVector
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q, TextField, Value
 from django.utils import timezone
 
@@ -50,7 +53,7 @@ from tenants.access import Principal, check_scope, check_supersede, require_perm
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier, validate_metadata_keys
 from tenants.masking import mask_fields, masker_version, masking_batch
-from tenants.models import Permission
+from tenants.models import Permission, Tenant
 from tenants.services import actor_of
 
 logger = logging.getLogger(__name__)
@@ -119,7 +122,7 @@ def resolve_owner(
     return Owner(scope, user, repository, session, user)
 
 
-def _check_choice(value: str, choices, field: str) -> None:
+def _check_choice(value: str, choices: type[models.TextChoices], field: str) -> None:
     if value not in choices.values:
         raise ValidationError(
             f"'{field}' must be one of: {', '.join(v for v in choices.values if v)}.",
@@ -128,14 +131,26 @@ def _check_choice(value: str, choices, field: str) -> None:
 
 
 def validate_fields(
-    *, kind=None, scope=None, priority=None, lifecycle=None, title=None, tags=None, metadata=None, solved_query=None
+    *,
+    kind: str | None = None,
+    scope: str | None = None,
+    priority: str | None = None,
+    lifecycle: str | None = None,
+    title: str | None = None,
+    tags: object = None,
+    metadata: object = None,
+    solved_query: str | None = None,
 ) -> None:
     """Enums and limits of a memory's fields, for every interface (REST, MCP, commands).
 
     Messages name the field and never repeat the submitted value.
     """
-    enums = {"kind": (kind, Kind), "scope": (scope, Scope), "priority": (priority, Priority)}
-    enums["lifecycle"] = (lifecycle, Lifecycle)
+    enums: dict[str, tuple[str | None, type[models.TextChoices]]] = {
+        "kind": (kind, Kind),
+        "scope": (scope, Scope),
+        "priority": (priority, Priority),
+        "lifecycle": (lifecycle, Lifecycle),
+    }
     for name, (value, choices) in enums.items():
         if value is not None:
             _check_choice(value, choices, name)
@@ -160,7 +175,7 @@ def validate_fields(
         validate_metadata_keys(metadata)
 
 
-def check_raw_text(text) -> None:
+def check_raw_text(text: object) -> None:
     """The text of a write, before masking: a non-empty string of at most MAX_RAW_TEXT_CHARS (413)."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("'text' must not be empty.", fields={"text": ["Required."]})
@@ -236,8 +251,8 @@ class _Write:
     priority: str
     lifecycle: str
     external_id: str
-    occurred_at: object
-    valid_until: object
+    occurred_at: datetime | None
+    valid_until: datetime | None
     name: str
     supersedes: list[dict]
     dedup_key: str
@@ -273,8 +288,8 @@ def _write_checked(
     metadata: dict | None = None,
     solved_query: str = "",
     external_id: str = "",
-    occurred_at=None,
-    valid_until=None,
+    occurred_at: datetime | None = None,
+    valid_until: datetime | None = None,
     lifecycle: str = Lifecycle.NONE,
     supersedes: list[dict] | None = None,
     name: str = "",
@@ -319,7 +334,7 @@ def _write_checked(
     )  # fmt: skip
 
 
-def _external_key(owner, external_id: str) -> tuple:
+def _external_key(owner: "Owner | Memory", external_id: str) -> tuple[str, str, str, str, str]:
     """An owner (``Owner`` or ``Memory``) and an ``external_id``: unique per tenant."""
     return (owner.scope, owner.user, owner.repository, owner.session, external_id)
 
@@ -328,8 +343,8 @@ def _external_key(owner, external_id: str) -> tuple:
 class _Stored:
     """The memories that some writes may repeat, by external key and by dedup key."""
 
-    by_external_id: dict
-    by_dedup_key: dict
+    by_external_id: dict[tuple[str, str, str, str, str], Memory]
+    by_dedup_key: dict[str, Memory]
 
     @classmethod
     def for_writes(cls, principal: Principal, writes: list[_Write]) -> "_Stored":
@@ -373,7 +388,7 @@ def _origin(write: _Write) -> str:
     return Origin.BULK if write.bulk else Origin.SINGLE
 
 
-def _new_memory(principal: Principal, write: _Write, now) -> Memory:
+def _new_memory(principal: Principal, write: _Write, now: datetime) -> Memory:
     owner, values = write.owner, write.values
     memory = Memory(
         tenant=principal.tenant,
@@ -473,7 +488,7 @@ def _create(principal: Principal, write: _Write) -> MemoryWriteResult:
     return MemoryWriteResult(memory=memory, created=True, pii=write.pii)
 
 
-def memory_create(*, principal: Principal, **fields) -> MemoryWriteResult:
+def memory_create(*, principal: Principal, **fields: Any) -> MemoryWriteResult:
     """Store one memory, masked. Idempotent by ``external_id`` (a different body is a 409) and by
     exact duplicate text in the same scope owner (the existing memory is returned).
 
@@ -517,11 +532,11 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     return results
 
 
-def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict:
+def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict[int, MemoryWriteResult | ApplicationError]:
     """Results by index of a run of checked writes (see ``memory_create_many``)."""
     if len(run) == 1 or any(write.supersedes for _index, write in run):
         return {index: _create_or_error(principal, write) for index, write in run}
-    results = {}
+    results: dict[int, MemoryWriteResult | ApplicationError] = {}
     try:
         with transaction.atomic():
             stored = _Stored.for_writes(principal, [write for _index, write in run])
@@ -562,7 +577,7 @@ EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", 
                    "valid_until", "occurred_at"}  # fmt: skip
 
 
-def _locked_memory(*, principal: Principal, memory_id) -> Memory:
+def _locked_memory(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
     """The memory ``memory_get`` returns, locked until the transaction ends; NotFoundError if it
     was deleted while we waited for the lock.
 
@@ -576,7 +591,7 @@ def _locked_memory(*, principal: Principal, memory_id) -> Memory:
     return memory
 
 
-def memory_update(*, principal: Principal, memory_id, changes: dict) -> MemoryWriteResult:
+def memory_update(*, principal: Principal, memory_id: uuid.UUID | str, changes: dict) -> MemoryWriteResult:
     """Edit a memory the token can read: free text is re-masked and the memory re-embedded.
 
     Any change to what a person vouched for (``REVIEWED_FIELDS``) sends a validated memory back to
@@ -630,7 +645,7 @@ def memory_update(*, principal: Principal, memory_id, changes: dict) -> MemoryWr
     return MemoryWriteResult(memory=memory, created=False, pii=masked.counts)
 
 
-def memory_delete(*, principal: Principal, memory_id) -> None:
+def memory_delete(*, principal: Principal, memory_id: uuid.UUID | str) -> None:
     """Delete a memory the token can read, with its vectors and supersession links."""
     require_permission(principal, Permission.MEMORY_WRITE)
     with transaction.atomic():
@@ -640,7 +655,9 @@ def memory_delete(*, principal: Principal, memory_id) -> None:
         memory.delete()
 
 
-def memory_supersede(*, principal: Principal, memory_id, by_id, partial: bool = False) -> Memory:
+def memory_supersede(
+    *, principal: Principal, memory_id: uuid.UUID | str, by_id: uuid.UUID | str, partial: bool = False
+) -> Memory:
     """Record that ``by_id`` replaces ``memory_id`` (wholly, or in part). Both must be readable, and
     ``by_id`` at least as visible as ``memory_id`` (``tenants.access.check_supersede``)."""
     require_permission(principal, Permission.MEMORY_WRITE)
@@ -668,7 +685,7 @@ def memory_supersede(*, principal: Principal, memory_id, by_id, partial: bool = 
     return old
 
 
-def memory_promote(*, tenant, actor: str, memory: Memory) -> Memory:
+def memory_promote(*, tenant: Tenant, actor: str, memory: Memory) -> Memory:
     """raw → validated: a human vouches for the memory (admin token or admin review queue)."""
     with tenant_context(tenant.id):
         updated = (
@@ -684,26 +701,26 @@ def memory_promote(*, tenant, actor: str, memory: Memory) -> Memory:
     return memory
 
 
-def memory_reject(*, tenant, actor: str, memory: Memory) -> None:
+def memory_reject(*, tenant: Tenant, actor: str, memory: Memory) -> None:
     """A reviewer judged a raw memory wrong: it is deleted (audited as ``delete``, reason ``review``).
 
     A memory already validated or already gone is a 409: someone else reviewed it first.
     """
     with tenant_context(tenant.id):
-        memory = Memory.objects.for_tenant(tenant).select_for_update().filter(id=memory.id).first()
-        if memory is None or memory.confidence != Confidence.RAW:
+        locked = Memory.objects.for_tenant(tenant).select_for_update().filter(id=memory.id).first()
+        if locked is None or locked.confidence != Confidence.RAW:
             raise ConflictError("This memory was already reviewed.", fields={"confidence": ["Not raw."]})
         audit_event_record(
             tenant=tenant,
             actor=actor,
             action=Action.DELETE,
             resource_type="memory",
-            resource_ids=[memory.id],
-            details={"scope": memory.scope, "kind": memory.kind, "author": user_pseudonym(memory.author),
+            resource_ids=[locked.id],
+            details={"scope": locked.scope, "kind": locked.kind, "author": user_pseudonym(locked.author),
                      "reason": "review"},
         )  # fmt: skip
-        refresh_after_write(memory)
-        memory.delete()
+        refresh_after_write(locked)
+        locked.delete()
 
 
 def session_note_write(

@@ -55,7 +55,7 @@ def tenant_retention_purge(*, tenant: Tenant, actor: str = RETENTION_ACTOR) -> P
     return counts
 
 
-def tenant_retention_set(*, tenant: Tenant, **periods) -> Tenant:
+def tenant_retention_set(*, tenant: Tenant, **periods: int | None) -> Tenant:
     """Change a tenant's retention periods (``RETENTION_FIELDS``): a positive integer, or None to
     fall back to the setting of the same name. Fields not given are left as they are."""
     unknown = set(periods) - set(RETENTION_FIELDS)

@@ -12,6 +12,8 @@ import functools
 import logging
 import operator
 import time
+import uuid
+from collections.abc import Iterable
 from datetime import timedelta
 
 import redis
@@ -41,7 +43,7 @@ MAX_WAIT_SECONDS = 30
 MAX_AGE = timedelta(hours=1)
 
 
-def _key(tenant_id, user: str, repository: str) -> str:
+def _key(tenant_id: uuid.UUID | str, user: str, repository: str) -> str:
     return f"memory-service:context:{tenant_id}:{user}:{repository}"
 
 
@@ -114,7 +116,9 @@ def affected_digests(memories: list[Memory]) -> list[tuple[str, str]]:
     return list(stored.values_list("user", "repository").distinct())
 
 
-def _queue(client, key: str, tenant_id, user: str, repository: str, countdown: float) -> bool:
+def _queue(
+    client: redis.Redis, key: str, tenant_id: uuid.UUID | str, user: str, repository: str, countdown: float
+) -> bool:
     """Queue one refresh task for the digest unless one is already queued."""
     from memory_service.session_context.tasks import refresh_session_context
 
@@ -124,7 +128,7 @@ def _queue(client, key: str, tenant_id, user: str, repository: str, countdown: f
     return True
 
 
-def request_refresh(*, tenant_id, user: str, repository: str) -> bool:
+def request_refresh(*, tenant_id: uuid.UUID | str, user: str, repository: str) -> bool:
     """Note a write to one digest (time of the last write, and of the first unrendered one) and
     queue its refresh unless one is queued. Fails open: without Redis the digest is rendered on read."""
     key = _key(tenant_id, user, repository)
@@ -146,10 +150,17 @@ def refresh_after_write(memory: Memory) -> None:
 
 def refresh_after_writes(memories: list[Memory]) -> None:
     """After the writes (to memories of one tenant) commit, refresh every stored digest they affect."""
+    if not memories:
+        return
     pairs = affected_digests(memories)
-    tenant_id = memories[0].tenant_id if memories else None
+    tenant_id = memories[0].tenant_id
+
+    def refresh() -> None:
+        for user, repository in pairs:
+            request_refresh(tenant_id=tenant_id, user=user, repository=repository)
+
     if pairs:
-        transaction.on_commit(lambda: [request_refresh(tenant_id=tenant_id, user=u, repository=r) for u, r in pairs])
+        transaction.on_commit(refresh)
 
 
 def refresh_coalesced(*, tenant_id: str, user: str, repository: str) -> int:
@@ -193,7 +204,7 @@ def refresh_coalesced(*, tenant_id: str, user: str, repository: str) -> int:
     return 1
 
 
-def session_contexts_erase(*, tenant: Tenant, user: str, repositories) -> int:
+def session_contexts_erase(*, tenant: Tenant, user: str, repositories: Iterable[str]) -> int:
     """Delete the stored digests of ``user`` and of ``repositories`` (they may quote memories that
     were just erased); each is rendered afresh when next read. Returns how many were deleted."""
     stored = SessionContext.objects.for_tenant(tenant).filter(Q(user=user) | Q(repository__in=list(repositories)))

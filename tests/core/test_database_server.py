@@ -1,10 +1,10 @@
-"""The embedded PostgreSQL that ``make run`` and ``make test`` start is tuned as devstack says."""
+"""The embedded PostgreSQL that ``make run`` and ``make test`` start is tuned as dev/stack.py says."""
 
 from pathlib import Path
 
 from django.db import connection
 
-from memory_service import devstack
+from dev import stack as devstack
 
 
 def _environment(pid: str) -> dict[str, str]:

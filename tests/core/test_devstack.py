@@ -1,6 +1,6 @@
 """``make run`` names the address it serves on as PUBLIC_BASE_URL, unless the operator set one."""
 
-from memory_service import devstack
+from dev import stack as devstack
 
 SECRETS = {"secret_key": "s", "audit_key": "a", "pii_key": "p"}
 URLS = ("postgres://app@127.0.0.1:1/db", "postgres://owner@127.0.0.1:1/db", "redis://127.0.0.1:2/0")

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memory_service import devstack
+from dev import stack as devstack
 
 
 def free_port() -> int:

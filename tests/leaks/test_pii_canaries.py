@@ -168,7 +168,7 @@ def send_cli(scan: LeakScan, tmp_dir, token: str) -> None:
             {"type": "text", "text": f"LESSON: call {v['phone']} before paying with {v['card']}"},
             {"type": "text", "text": f"DECISION: rotate {v['github token']} and mail {v['email']}"}]}},
     ]))  # fmt: skip
-    done = scan.command("cli save-transcript", ["-m", "memory_service.client", "save-transcript", str(transcript)],
+    done = scan.command("cli save-transcript", ["-m", "memory_client", "save-transcript", str(transcript)],
                         env=env)  # fmt: skip
     scan.expect("cli save-transcript", done.returncode == 0 and '"stored": 2' in done.stdout, f"stored: {done.stdout}")
 
@@ -182,7 +182,7 @@ def send_cli(scan: LeakScan, tmp_dir, token: str) -> None:
     transcript = tmp_dir / "chat.jsonl"
     transcript.write_text(json.dumps({"role": "user", "content": sentence(v)}))
     try:
-        done = scan.command("cli save-transcript llm", ["-m", "memory_service.client", "save-transcript",
+        done = scan.command("cli save-transcript llm", ["-m", "memory_client", "save-transcript",
                                                         str(transcript)],
                             env=env | {"MEMORY_SERVICE_LLM_URL": f"http://127.0.0.1:{server.server_port}",
                                        "MEMORY_SERVICE_LLM_MODEL": "fake"})  # fmt: skip

@@ -29,7 +29,7 @@ def cli(live_server_url, token, *args, stdin=None, env=None, cwd=None):
     if "MEMORY_SERVICE_LLM_URL" not in (env or {}):
         environment.pop("MEMORY_SERVICE_LLM_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "memory_service.client", *args], input=stdin, capture_output=True, text=True,
+        [sys.executable, "-m", "memory_client", *args], input=stdin, capture_output=True, text=True,
         env=environment, timeout=120, cwd=cwd,
     )  # fmt: skip
 
@@ -37,7 +37,7 @@ def cli(live_server_url, token, *args, stdin=None, env=None, cwd=None):
 def test_it_bridges_stdio_to_the_service(live_server_url, token):
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "memory_service.client", "mcp"],
+        args=["-m", "memory_client", "mcp"],
         env={"MEMORY_SERVICE_URL": live_server_url, "MEMORY_SERVICE_TOKEN": token, "PATH": os.environ["PATH"]},
     )
 

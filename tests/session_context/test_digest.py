@@ -208,13 +208,13 @@ def test_it_answers_the_same_over_mcp_and_the_command_line(live_server_url, tmp_
                         "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}  # fmt: skip
     target = tmp_path / "session_context.md"
     for args in (["context"], ["context", "--write", str(target)]):
-        result = subprocess.run([sys.executable, "-m", "memory_service.client", *args], capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "memory_client", *args], capture_output=True,
                                 text=True, env=env, cwd=tmp_path, timeout=120)  # fmt: skip
         assert result.returncode == 1 and result.stdout == ""
         assert result.stderr.startswith("memory-service: no user or repository for the session context")
         assert "MEMORY_SERVICE_REPOSITORY" in result.stderr and "MEMORY_SERVICE_USER" in result.stderr
     assert not target.exists()
     env |= {"MEMORY_SERVICE_REPOSITORY": "r1"}
-    named = subprocess.run([sys.executable, "-m", "memory_service.client", "context"], capture_output=True,
+    named = subprocess.run([sys.executable, "-m", "memory_client", "context"], capture_output=True,
                            text=True, env=env, cwd=tmp_path, timeout=120)  # fmt: skip
     assert named.returncode == 0 and "````Use <PLACEHOLDER> literally" in named.stdout

@@ -369,7 +369,7 @@ def write_env_file(path: Path, managed: dict[str, str]) -> None:
             key = line.split("=", 1)[0].strip()
             if line.strip() and not line.lstrip().startswith("#") and key not in managed:
                 kept.append(line)
-    lines = ["# Written by memory_service.devstack; every manage.py command reads it.", *kept]
+    lines = ["# Written by dev.stack (make run, make test); every manage.py command reads it.", *kept]
     lines += [f"{key}={value}" for key, value in managed.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
@@ -665,7 +665,7 @@ def command_test(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memory_service.devstack", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dev.stack", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("run", help="start the whole stack in the foreground").set_defaults(func=command_run)
     commands.add_parser("stop", help="stop a running stack").set_defaults(func=command_stop)
