@@ -119,6 +119,18 @@ def run_facts() -> dict:
     }
 
 
+RUN_KEYS = ("command", "date", "git")
+
+
+def keep_earlier_runs(results: dict) -> None:
+    """Name, in each size's entry that does not name one yet, the run that measured it (the run
+    recorded at the top of ``results``), before this run replaces that record: a run of some sizes
+    leaves the others' figures, and they stay attributed to their own commit."""
+    earlier = {key: results[key] for key in RUN_KEYS if key in results}
+    for entry in results["sizes"].values():
+        entry.setdefault("run", earlier)
+
+
 def _measure_sizes(*, args, env: dict, specs, tenants, results: dict, run: dict, deadline: float, state: dict) -> None:
     """Recall again on the loaded corpus (``--recall-only``), or each size's phase while the budget
     allows, and the embedding throughput after the first."""
@@ -159,6 +171,8 @@ def _measure_sizes(*, args, env: dict, specs, tenants, results: dict, run: dict,
             masker=masker_version(),
             state=state,
         )
+        if not args.load_only:
+            results["sizes"][str(size)]["run"] = {key: run[key] for key in RUN_KEYS}
         if "embedding" not in results and not args.load_only:
             from bench.perf.load import embedding_document
 
@@ -217,6 +231,7 @@ def main() -> int:
     results = load_results()
     run = run_facts()
     if not args.recall_only:  # a recall run is recorded in its size's entry; the run it completes stays named
+        keep_earlier_runs(results)
         results |= run
     env = stack.start_database(huge_pages=not args.no_huge_pages)
     if not args.recall_only:

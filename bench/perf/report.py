@@ -134,6 +134,14 @@ def _run_lines(results: dict) -> list[str]:
             + ".",
             "",
         ]
+        earlier = {size: measured_at(results, e) for size, e in _sizes(results) if measured_at(results, e)}
+        if earlier:
+            out += [
+                "Sizes kept from earlier runs (their commands below): "
+                + ", ".join(f"{size:,} at `{head}`" for size, head in earlier.items())
+                + ".",
+                "",
+            ]
     if ANALYSIS.exists():
         out += [ANALYSIS.read_text().strip(), ""]
     return out
@@ -318,18 +326,28 @@ def _embedding_lines(results: dict) -> list[str]:
     return out
 
 
+def measured_at(results: dict, e: dict) -> str:
+    """The commit that measured a size's entry when it is not this run's (an earlier run's figures
+    kept by a run of other sizes), else ""."""
+    head = e.get("run", {}).get("git", {}).get("head", "")
+    return head if head and head != results.get("git", {}).get("head") else ""
+
+
 def headline_figures(results: dict) -> list[tuple[str, str, str]]:
-    """The summary rows of this run: REST search and write at each size, and the HNSW scopes' recall."""
+    """The summary rows of this run: REST search and write at each size, and the HNSW scopes' recall.
+    A size measured by an earlier run says at which commit."""
     rows = []
     for size, e in _sizes(results):
         if "rest_search" not in e:
             continue
+        earlier = measured_at(results, e)
+        at = f" (at {earlier})" if earlier else ""
         rs, rw = e["rest_search"]["overall"], e.get("rest_write", {}).get("overall", {})
         target = "p50 ≤ 30 ms, p95 ≤ 80 ms" if size >= 1_000_000 else "p50 ≤ 20 ms" if size == 10_000 else ""
         rows.append((f"REST search at {size:,} memories, one client", f"p50 {cell(rs.get('p50'))} ms, "
-                     f"p95 {cell(rs.get('p95'))} ms", target))  # fmt: skip
+                     f"p95 {cell(rs.get('p95'))} ms{at}", target))  # fmt: skip
         if rw:
-            rows.append((f"REST write at {size:,} memories", f"p50 {cell(rw.get('p50'))} ms", "p50 ≤ 40 ms"))
+            rows.append((f"REST write at {size:,} memories", f"p50 {cell(rw.get('p50'))} ms{at}", "p50 ≤ 40 ms"))
         mono = e.get("recall", {}).get(corpus.MONO_CLASS)
         if mono:
             rows.append((
@@ -337,7 +355,7 @@ def headline_figures(results: dict) -> list[tuple[str, str, str]]:
                 f"(HNSW path) at {size:,}",
                 f"{cell(mono['recall_app'], 3)} (min {cell(mono['recall_app_min'], 2)}); plans reading the index: "
                 f"{mono.get('hnsw_plans_using_index', '—')}; dense stage p50 {cell(mono['app_ms']['p50'])} ms"
-                + (f" (measured again at {e['recall_run']['git']['head']})" if e.get("recall_run") else ""),
+                + (f" (measured again at {e['recall_run']['git']['head']})" if e.get("recall_run") else at),
                 "≥ 0.95",
             ))  # fmt: skip
     return rows

@@ -63,3 +63,24 @@ def test_a_run_knows_its_commit_and_command(monkeypatch):
     facts = results.run_facts()
     assert facts["command"] == ".venv/bin/python bench/jobs.py --sizes 10000"
     assert len(facts["commit"]) >= 7 and isinstance(facts["dirty"], bool)
+
+
+def test_a_search_run_of_some_sizes_keeps_the_others_attributed_to_their_commit():
+    from bench import perf_search
+    from bench.perf import report
+
+    size = {"rest_search": {"overall": {"p50": 21.7, "p95": 29.6}}, "rest_write": {"overall": {"p50": 28.4}}}
+    stored = {"command": "perf_search.py --sizes 10000,1000000", "date": "d1", "git": {"head": "old1234"}}
+    stored["sizes"] = {"10000": json.loads(json.dumps(size)), "1000000": json.loads(json.dumps(size))}
+    perf_search.keep_earlier_runs(stored)
+    assert {entry["run"]["git"]["head"] for entry in stored["sizes"].values()} == {"old1234"}
+    stored |= {"command": "perf_search.py --sizes 10000", "date": "d2", "git": {"head": "new5678"}}
+    stored["sizes"]["10000"]["run"] = {
+        "command": "perf_search.py --sizes 10000",
+        "date": "d2",
+        "git": {"head": "new5678"},
+    }  # fmt: skip, as the new run's phase does
+    rows = {what: value for what, value, _target in report.headline_figures(stored)}
+    assert rows["REST search at 10,000 memories, one client"] == "p50 21.7 ms, p95 29.6 ms"
+    assert rows["REST search at 1,000,000 memories, one client"] == "p50 21.7 ms, p95 29.6 ms (at old1234)"
+    assert rows["REST write at 1,000,000 memories"] == "p50 28.4 ms (at old1234)"
