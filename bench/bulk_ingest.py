@@ -156,8 +156,8 @@ def main() -> None:
         ]
         figures = [
             (
-                f"bulk ingest through REST ({args.size} notes a request), {policy}, {workers} web processes, "
-                f"{clients} client{'s' if clients > 1 else ''}",
+                f"bulk ingest through REST ({args.size} notes a request), {policy}, {workers} web "
+                f"process{'es' if workers > 1 else ''}, {clients} client{'s' if clients > 1 else ''}",
                 f"{min(rates[(workers, clients, policy)]):.0f}–{max(rates[(workers, clients, policy)]):.0f} memories/s",
                 "≥ 300/s" if policy == "regex + names" else "≥ 500/s",
             )
