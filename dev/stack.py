@@ -554,7 +554,11 @@ def command_run(args: argparse.Namespace) -> int:
         for connection in connections.all():
             connection.close_pool()
 
-        step(f"Starting the Celery worker, Celery beat and {web_concurrency()} web processes (WEB_CONCURRENCY)")
+        processes = web_concurrency()
+        step(
+            f"Starting the Celery worker, Celery beat and {processes} web "
+            f"process{'es' if processes > 1 else ''} (WEB_CONCURRENCY)"
+        )
         env = os.environ | {"ENV_FILE": str(profile.env_file), "OMP_WAIT_POLICY": "PASSIVE"}
         for name, argv in stack_commands(profile, port).items():
             supervisor.spawn(name, argv, env)
