@@ -17,31 +17,23 @@ from memory_service.exceptions import ApplicationError
 from proposals.models import AgentsDocument, AgentsDocumentVersion, Proposal, ProposalStatus
 from proposals.selectors import agents_document_get, agents_md_latest, proposal_preview
 from proposals.services import agents_md_import, proposal_approve, proposal_reject
-from tenants.admin_site import ReadOnlyAdmin
+from tenants.admin_site import DefaultChoiceFilter, ReadOnlyAdmin
 from tenants.selectors import tenant_list
 from tenants.services import admin_actor
 
 
-class StatusFilter(admin.SimpleListFilter):
+class StatusFilter(DefaultChoiceFilter):
     """Pending proposals unless another status (or all) is chosen: the list is a review queue."""
 
     title = "status"
     parameter_name = "status"
+    default = ProposalStatus.PENDING
 
     def lookups(self, request, model_admin):
         return [*ProposalStatus.choices, ("all", "All")]
 
-    def choices(self, changelist):
-        current = self.value() or ProposalStatus.PENDING
-        for value, label in self.lookup_choices:
-            yield {
-                "selected": current == value,
-                "query_string": changelist.get_query_string({self.parameter_name: value}),
-                "display": label,
-            }
-
     def queryset(self, request, queryset):
-        value = self.value() or ProposalStatus.PENDING
+        value = self.value() or self.default
         return queryset if value == "all" else queryset.filter(status=value)
 
 

@@ -104,6 +104,22 @@ def admin_read_record(request, *, resource_type: str, objects: list, view: str) 
         )  # fmt: skip
 
 
+class DefaultChoiceFilter(admin.SimpleListFilter):
+    """A list filter whose ``default`` choice is selected when none is asked for (a queue shows what
+    needs a person first); it offers no "All" of its own: list one among the lookups if wanted."""
+
+    default = ""
+
+    def choices(self, changelist):
+        current = self.value() or self.default
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": current == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
+
+
 class ReadAuditedAdmin(ReadOnlyAdmin):
     """Read-only pages whose list and detail views are audited as reads (``admin_read_record``)."""
 

@@ -17,7 +17,7 @@ from memory_service.memories.models import (
     Scope,
 )
 from memory_service.memories.services import memory_promote, memory_reject
-from tenants.admin_site import ReadAuditedAdmin
+from tenants.admin_site import DefaultChoiceFilter, ReadAuditedAdmin
 from tenants.services import admin_actor
 
 
@@ -66,27 +66,19 @@ REVIEW_CATEGORIES = [
 REVIEWED_KINDS = [Kind.LESSON, Kind.DECISION, Kind.CONCLUSION]
 
 
-class ReviewCategoryFilter(admin.SimpleListFilter):
+class ReviewCategoryFilter(DefaultChoiceFilter):
     """Raw memories that need a person unless another category is chosen; each label carries
     its category's count of raw memories (of the tenants the viewer may see)."""
 
     title = "category"
     parameter_name = "show"
+    default = REVIEW_CATEGORIES[0][0]
 
     def lookups(self, request, model_admin):
         counts = model_admin.raw_memories().aggregate(
             **{value: Count("id", filter=condition) for value, _label, condition in REVIEW_CATEGORIES}
         )
         return [(value, f"{label} ({counts[value]})") for value, label, _condition in REVIEW_CATEGORIES]
-
-    def choices(self, changelist):
-        current = self.value() or REVIEW_CATEGORIES[0][0]
-        for value, label in self.lookup_choices:
-            yield {
-                "selected": current == value,
-                "query_string": changelist.get_query_string({self.parameter_name: value}),
-                "display": label,
-            }
 
     def queryset(self, request, queryset):
         conditions = {value: condition for value, _label, condition in REVIEW_CATEGORIES}

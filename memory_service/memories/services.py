@@ -258,7 +258,7 @@ class _Write:
     dedup_key: str
     request_hash: str
     started: float  # time.perf_counter() when the write (or its batch) began: its activity row's latency
-    bulk: bool = False  # an item of ``memory_create_many``
+    bulk: bool  # an item of ``memory_create_many``
 
 
 #: Where a memory goes when the writer names no scope: what describes the person (preferences,
@@ -276,6 +276,7 @@ def _write_checked(
     *,
     principal: Principal,
     started: float | None = None,
+    bulk: bool = False,
     text: str,
     scope: str | None = None,
     kind: str = Kind.NOTE,
@@ -296,7 +297,7 @@ def _write_checked(
 ) -> _Write:
     """A write validated and its free text masked; raises the write's 4xx. Reads no table.
     ``scope``: by default that of ``kind`` (``default_scope``); ``started``: when its batch began
-    (default: now)."""
+    (default: now); ``bulk``: an item of ``memory_create_many`` (``Memory.origin``)."""
     started = time.perf_counter() if started is None else started
     scope = default_scope(kind) if scope is None else scope
     require_permission(principal, Permission.MEMORY_WRITE)
@@ -330,7 +331,7 @@ def _write_checked(
     return _Write(
         owner=owner, values=masked.values, pii=masked.counts, kind=kind, priority=priority, lifecycle=lifecycle,
         external_id=external_id, occurred_at=occurred_at, valid_until=valid_until, name=name,
-        supersedes=supersedes or [], dedup_key=dedup_key, request_hash=request_hash, started=started,
+        supersedes=supersedes or [], dedup_key=dedup_key, request_hash=request_hash, started=started, bulk=bulk,
     )  # fmt: skip
 
 
@@ -519,9 +520,7 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     with masking_batch(tenant=principal.tenant, values=free_text):
         for index, item in enumerate(items):
             try:
-                write = _write_checked(principal=principal, started=started, **item)
-                write.bulk = True
-                checked.append((index, write))
+                checked.append((index, _write_checked(principal=principal, started=started, bulk=True, **item)))
             except ApplicationError as exc:
                 results[index] = exc
     # Runs of plain writes are stored together; a write that supersedes is stored alone.
