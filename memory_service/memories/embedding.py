@@ -3,7 +3,7 @@
 from django.db import transaction
 from django.utils import timezone
 
-from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend
+from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend, get_rescore_backend
 from memory_service.memories.models import EmbeddingStatus, Memory, MemoryEmbedding
 from memory_service.retrieval.lexical import date_terms
 
@@ -46,12 +46,13 @@ def claim_pending_memory_ids(*, tenant_id: str, memory_ids: list[str], extra: in
     return [str(i) for i in [*own, *others]]
 
 
-def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None) -> int:
+def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None, mark_ready: bool = True) -> int:
     """Compute and store vectors for those of ``memory_ids`` that lack one; returns how many.
 
     Must run in a transaction. Memories another transaction is embedding (or editing) right now
     are skipped, so concurrent embedders never wait on each other. On an embedder failure the
-    memories stay ``pending`` (the sweep retries) and 0 is returned.
+    memories stay ``pending`` (the sweep retries) and 0 is returned. ``mark_ready`` False (the
+    re-scoring space's vectors) leaves the memories' embedding status as it is.
     """
     backend = backend or get_backend()
     memories = list(
@@ -74,6 +75,8 @@ def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None) -> in
             ],
             ignore_conflicts=True,
         )
+        if not mark_ready:
+            return len(memories)
         Memory.objects.filter(tenant_id=tenant_id, id__in=[m.id for m in memories]).update(
             embedding_status=EmbeddingStatus.READY, embedding_model=backend.model_id
         )
@@ -91,6 +94,9 @@ def memory_tenant_ids() -> list[str]:
 
 
 def vectors_of_other_models_delete(*, model: str) -> int:
-    """Delete every vector not made by ``model``; returns how many rows were deleted."""
-    deleted, _ = MemoryEmbedding.objects.exclude(model=model).delete()
+    """Delete every vector made neither by ``model`` nor by the re-scoring backend; returns how many
+    rows were deleted."""
+    rescorer = get_rescore_backend()
+    keep = [model, rescorer.model_id] if rescorer is not None else [model]
+    deleted, _ = MemoryEmbedding.objects.exclude(model__in=keep).delete()
     return deleted

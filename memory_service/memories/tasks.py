@@ -6,6 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
+from memory_service.embeddings.backends import get_rescore_backend
 from memory_service.memories.embedding import claim_pending_memory_ids, embed_memories, pending_memory_ids
 from tenants.context import tenant_context
 
@@ -23,6 +24,21 @@ def embed_memories_task(tenant_id: str, memory_ids: list[str]) -> None:
         ids = claim_pending_memory_ids(tenant_id=tenant_id, memory_ids=memory_ids, extra=settings.EMBEDDING_TASK_BATCH)
         if ids:
             embed_memories(tenant_id=tenant_id, memory_ids=ids)
+    # The re-scoring vectors in their own task, after this one's vectors are committed (searchable).
+    if ids and get_rescore_backend() is not None:
+        enqueue_rescore_vectors(tenant_id=tenant_id, memory_ids=ids)
+
+
+@shared_task(name="memory_service.memories.tasks.rescore_vectors_task", acks_late=True, ignore_result=True)
+def rescore_vectors_task(tenant_id: str, memory_ids: list[str]) -> None:
+    """Store the re-scoring backend's vectors of these memories of one tenant (those that lack one).
+    Nothing to do without a re-scoring backend. A memory whose vector is missing is re-scored in
+    no search until the sweep has embedded it (``retrieval.search.rescore``)."""
+    backend = get_rescore_backend()
+    if backend is None:
+        return
+    with tenant_context(tenant_id):
+        embed_memories(tenant_id=tenant_id, memory_ids=memory_ids, backend=backend, mark_ready=False)
 
 
 @shared_task(name="memory_service.memories.tasks.embed_pending_sweep", ignore_result=True)
@@ -34,16 +50,36 @@ def embed_pending_sweep() -> int:
         tenant_ids = [str(row[0]) for row in cursor.fetchall()]
     done = 0
     for tenant_id in tenant_ids:
-        while True:
-            with tenant_context(tenant_id):
-                ids = pending_memory_ids(tenant_id=tenant_id, limit=SWEEP_BATCH)
-                if not ids:
-                    break
-                embedded = embed_memories(tenant_id=tenant_id, memory_ids=ids)
-            done += embedded
-            if embedded < len(ids):
-                break  # the embedder failed; try again at the next sweep
+        done += _sweep_tenant(tenant_id, backend=None)
+    rescorer = get_rescore_backend()
+    if rescorer is not None:  # after every tenant's searchable vectors: the re-scoring ones
+        for tenant_id in tenant_ids:
+            _sweep_tenant(tenant_id, backend=rescorer)
     return done
+
+
+def _sweep_tenant(tenant_id: str, *, backend) -> int:
+    """Embed the tenant's memories without a vector of ``backend`` (None: the active one), a batch
+    per transaction, until none is left or the embedder fails. Returns how many were embedded."""
+    done = 0
+    model = backend.model_id if backend is not None else None
+    while True:
+        with tenant_context(tenant_id):
+            ids = pending_memory_ids(tenant_id=tenant_id, limit=SWEEP_BATCH, model=model)
+            if not ids:
+                return done
+            embedded = embed_memories(tenant_id=tenant_id, memory_ids=ids, backend=backend, mark_ready=backend is None)
+        done += embedded
+        if embedded < len(ids):
+            return done  # the embedder failed; try again at the next sweep
+
+
+def enqueue_rescore_vectors(*, tenant_id: str, memory_ids: list[str]) -> None:
+    """Publish the re-scoring vectors' task without retrying (the sweep embeds what it misses)."""
+    try:
+        rescore_vectors_task.apply_async(args=[tenant_id, memory_ids], retry=False)
+    except Exception as exc:  # any broker failure: the sweep embeds them later
+        logger.warning("re-scoring vectors not queued; the sweep will embed them", extra={"error": type(exc).__name__})
 
 
 def enqueue_embedding(*, tenant_id: str, memory_ids: list[str]) -> bool:

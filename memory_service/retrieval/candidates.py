@@ -38,7 +38,7 @@ from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.functions import Cast
-from pgvector import HalfVector
+from pgvector import HalfVector, Vector
 from pgvector.django import CosineDistance, VectorField
 
 from memory_service import rows
@@ -398,6 +398,21 @@ def _lexical_scan(*, scope: SearchScope, tsquery: str) -> tuple[dict, float]:
         )
         rows = cursor.fetchall()
     return {memory_id: float(rank) for memory_id, rank, _ideal in rows}, float(rows[0][2]) if rows else 0.0
+
+
+def rescore_similarities(vector, *, ids: list[uuid.UUID], backend: EmbeddingBackend) -> dict[uuid.UUID, float]:
+    """memory id → cosine similarity of ``vector`` to the stored vector of ``backend`` (the
+    re-scoring model), for those of ``ids`` (candidates of this search) that have one. One
+    statement over the primary key; the vectors stay in the database."""
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT e.memory_id, 1 - (e.embedding::vector({int(backend.dimension)}) <=> %s::vector)
+                FROM memories_memoryembedding e WHERE e.memory_id = ANY(%s) AND e.model = %s""",
+            [Vector(vector).to_text(), list(set(ids)), backend.model_id],
+        )
+        return {memory_id: float(similarity) for memory_id, similarity in cursor.fetchall()}
 
 
 def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:

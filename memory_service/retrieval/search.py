@@ -9,7 +9,10 @@
    BM25 / best BM25. The lexical term counts only when at least half of the dense top 10 share
    the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights and
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
-   held-out half (bench/RESULTS.md, "Retrieval quality").
+   held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
+   (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, the dense term of
+   every candidate (dense or lexical) is 0.7 of the re-scoring model's similarity, from its stored
+   vectors, and 0.3 of the active model's (``rescore``).
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
    score, then the recent additions; a superseded memory never ranks above a listed memory that
@@ -28,7 +31,12 @@ from django.utils import timezone
 
 from audit.models import Action
 from audit.services import audit_event_record, user_pseudonym
-from memory_service.embeddings.backends import EmbeddingUnavailable, embed_query_in_background, get_backend
+from memory_service.embeddings.backends import (
+    EmbeddingUnavailable,
+    embed_query_in_background,
+    get_backend,
+    get_rescore_backend,
+)
 from memory_service.exceptions import ValidationError
 from memory_service.memories.models import ActivityLog, Kind, Memory, Priority, Scope, owner_key
 from memory_service.memories.selectors import memory_statuses
@@ -38,6 +46,7 @@ from memory_service.retrieval.candidates import (
     covering_path,
     dense_statement,
     memories_by_id,
+    rescore_similarities,
     search_scope,
     text_candidates,
 )
@@ -64,7 +73,9 @@ class Ranking:
     ``dense_per_script``: dense similarities are min-max normalised within each script (CJK,
     Latin) instead of over all candidates, against an embedder's same-language bias;
     ``lexical_norm``: BM25 scores divided by the best one ("max") or by the query's ideal score,
-    capped at 1 ("ideal": a memory holding only the query's commonest word stays low).
+    capped at 1 ("ideal": a memory holding only the query's commonest word stays low);
+    ``rescore``: the share of the re-scoring model's similarity in the dense term, when the
+    deployment has one and the query is in Latin script (0: not used).
     """
 
     dense: float = 0.6
@@ -72,6 +83,7 @@ class Ranking:
     gate: bool = True
     dense_per_script: bool = False
     lexical_norm: str = "max"
+    rescore: float = 0.7
 
 
 RANKING = Ranking()
@@ -163,6 +175,22 @@ def fuse(
     return scores
 
 
+def rescore(*, dense: dict, similarities: dict, share: float) -> dict:
+    """memory id → dense term of each candidate when a second model re-scores them, for ``fuse``.
+
+    ``dense``: the active model's similarities (its candidates); ``similarities``: the re-scoring
+    model's, of those candidates (dense or lexical) that have its vector. A candidate with one gets
+    ``share`` · its min-max-normalised re-scoring similarity + (1 − share) · its normalised dense
+    similarity (0 when the active model did not find it); one without (written moments ago: the
+    worker adds re-scoring vectors after the searchable ones) keeps its normalised dense similarity.
+    """
+    primary = _min_max(dense) if dense else {}
+    second = _min_max(similarities) if similarities else {}
+    out = {i: share * second[i] + (1 - share) * primary.get(i, 0.0) for i in second}
+    out.update({i: value for i, value in primary.items() if i not in second})
+    return out
+
+
 def pinned_first(hits: list) -> list:
     """``hits`` with the pinned ones (``is_pinned``) first, whichever stage found them (a validated
     high-priority lesson that only the recency stage brought ranks above every unpinned match);
@@ -251,6 +279,10 @@ def memory_search(
     # The query is embedded on a helper thread while the database finds the text candidates.
     backend = get_backend()
     pending_vector = embed_query_in_background(backend, masked) if ranking.dense else None
+    rescorer = get_rescore_backend() if ranking.dense and ranking.rescore else None
+    if rescorer is not None and script_of(masked) != "latin":
+        rescorer = None  # measured: it would bury cross-lingual matches (bench/RESULTS.md)
+    pending_rescore = embed_query_in_background(rescorer, masked) if rescorer is not None else None
 
     scoped = Memory.objects.for_tenant(principal.tenant).filter(
         scope_filter(principal=principal, user=user, repository=repository, session=session)
@@ -278,8 +310,17 @@ def memory_search(
     dense, lexical, facts = found.dense, found.lexical, found.facts
     scripts = {i: f.script for i, f in facts.items()}
     use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)
+    dense_term = dense
+    if pending_rescore is not None and not degraded and (dense or lexical):
+        try:
+            second = pending_rescore.result()
+        except EmbeddingUnavailable:
+            pass  # ranked by the active model alone
+        else:
+            similarities = rescore_similarities(second, ids=[*dense, *lexical], backend=rescorer)
+            dense_term = rescore(dense=dense, similarities=similarities, share=ranking.rescore)
     scores = fuse(
-        dense=dense, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
+        dense=dense_term, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
         ideal=found.lexical_ideal,
     )  # fmt: skip
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))

