@@ -131,7 +131,8 @@ def drive(args) -> None:
 
 def start_worker(log_path: Path) -> subprocess.Popen:
     options = [
-        "--loglevel", "WARNING", "--concurrency", "2", "-Q", "celery,exports", "--without-gossip", "--without-mingle",
+        "--loglevel", "WARNING", "--concurrency", "2", "-Q", "celery,exports,rescore",
+        "--without-gossip", "--without-mingle",
     ]  # fmt: skip
     return start_celery_worker(options, env={"OPENBLAS_NUM_THREADS": "1"}, log_path=log_path)
 

@@ -494,7 +494,7 @@ def stack_commands(profile: Profile, port: int) -> dict[str, list[str]]:
     bin_dir = Path(PYTHON).parent
     celery = [str(bin_dir / "celery"), "-A", "memory_service"]
     return {
-        "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "-Q", "celery,exports"],
+        "worker": [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", "-Q", "celery,exports,rescore"],
         "beat": [*celery, "beat", "--loglevel", "INFO", "--schedule", str(profile.dir / "celerybeat-schedule")],
         "web": [
             str(bin_dir / "uvicorn"),

@@ -62,13 +62,16 @@ def _check_worker() -> dict:
 
 def _probe_embedding() -> dict:
     from memory_service.embeddings import get_backend
+    from memory_service.embeddings.backends import get_rescore_backend
 
     try:
         backend = get_backend()
         backend.embed_query("readiness")
+        rescorer = get_rescore_backend()
     except Exception as exc:  # a failed dependency is reported, never raised
         return {"ok": False, "detail": type(exc).__name__}
-    return {"ok": True, "model": backend.model_id, "dimension": backend.dimension}
+    outcome = {"ok": True, "model": backend.model_id, "dimension": backend.dimension}
+    return outcome | ({"rescore_model": rescorer.model_id} if rescorer is not None else {})
 
 
 _embedding_probe_lock = threading.Lock()

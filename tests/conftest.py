@@ -96,7 +96,7 @@ def database_url(alias: str) -> str:
     return f"postgres://{s['USER']}:{quote(s['PASSWORD'], safe='')}@{s['HOST']}:{s['PORT']}/{s['NAME']}"
 
 
-WORKER_QUEUES = "celery,exports"
+WORKER_QUEUES = "celery,exports,rescore"
 
 
 def purge_queues() -> None:

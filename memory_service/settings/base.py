@@ -214,7 +214,12 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 # Compliance exports are long: they run on their own queue, so they never hold up embeddings.
-CELERY_TASK_ROUTES = {"memory_service.exports.tasks.export_build_task": {"queue": "exports"}}
+# The optional re-scoring vectors likewise (a queue of their own: a backlog of them never stands in
+# front of the searchable vectors' tasks).
+CELERY_TASK_ROUTES = {
+    "memory_service.exports.tasks.export_build_task": {"queue": "exports"},
+    "memory_service.memories.tasks.rescore_vectors_task": {"queue": "rescore"},
+}
 # A write must succeed while the broker is down: publishing gives up fast and the sweep catches up.
 CELERY_BROKER_CONNECTION_TIMEOUT = 1.0
 BROKER_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)

