@@ -38,8 +38,9 @@ def embed_memories_task(tenant_id: str, memory_ids: list[str]) -> None:
 @shared_task(name="memory_service.memories.tasks.rescore_vectors_task", acks_late=True, ignore_result=True)
 def rescore_vectors_task(tenant_id: str, memory_ids: list[str]) -> None:
     """Store the re-scoring backend's vectors of these memories of one tenant (those that lack one).
-    Nothing to do without a re-scoring backend. A memory whose vector is missing is re-scored in
-    no search until the sweep has embedded it (``retrieval.search.rescore``)."""
+    Nothing to do without a re-scoring backend. Until its vector is stored, a memory keeps the
+    active model's similarity in searches (``retrieval.search.rescore``); the sweep stores what
+    this task missed."""
     backend = get_rescore_backend()
     if backend is None:
         return
