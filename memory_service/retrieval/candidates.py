@@ -15,7 +15,7 @@ of the scope's rows:
   half-precision one the scan computed (within 1e-3 of float32): rescoring them with the float
   vectors read 100 rows of ``MemoryEmbedding`` per search and changed no top 10 in 150 searches
   at 1M (bench/perf/analysis.md);
-- lexical: the best full-text matches of the scope owners by Okapi BM25 (k1 1.2, b 0.75; term
+- lexical: the best full-text matches of the scope owners by Okapi BM25 (k1 0.9, b 0.4, migration 0015; term
   document counts and average length over the owners' memories, migration 0010), from a GIN index
   with one key per (tenant, owner, lexeme), through ``memory_lexical_matches`` (migrations 0006,
   0007, 0009: under row-level security the match could never use an index), each checked against

@@ -4,7 +4,7 @@ The memories are written through the REST API (masking, the search document, the
 keep each owner's counts), then ``memory_lexical_matches`` is read as a search reads it, and each
 score is compared with BM25 computed from the same documents: the terms (stems) of
 ``lexical.lexical_document``, the query's ``lexical.query_terms``, IDF
-``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the scope owners' memories only, k1 1.2, b 0.75.
+``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the scope owners' memories only, k1 0.9, b 0.4 (migration 0015).
 """
 
 import math
@@ -20,7 +20,7 @@ from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
 
-K1, B = 1.2, 0.75
+K1, B = 0.9, 0.4
 
 NOTES_U1 = [
     "I went to a pottery class on Saturday and made a lopsided bowl",
