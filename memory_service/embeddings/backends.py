@@ -184,12 +184,29 @@ def get_rescore_backend() -> EmbeddingBackend | None:
     name = settings.EMBEDDING_RESCORE_BACKEND
     if not name:
         return None
-    if name not in RESCORE_BACKENDS:
-        raise ImproperlyConfigured(f"EMBEDDING_RESCORE_BACKEND must be one of: {', '.join(RESCORE_BACKENDS)}.")
-    backend = build_backend(name)
-    if backend.model_id == get_backend().model_id:
-        raise ImproperlyConfigured("EMBEDDING_RESCORE_BACKEND must differ from EMBEDDING_BACKEND.")
-    return backend
+    problem = rescore_setting_problem()
+    if problem is not None:
+        raise ImproperlyConfigured(problem[1])
+    return build_backend(name)
+
+
+def rescore_setting_problem() -> tuple[str, str, str] | None:
+    """What is wrong with ``settings.EMBEDDING_RESCORE_BACKEND`` — (check id, message, hint) — or
+    None: it must be empty or name an in-process model other than ``EMBEDDING_BACKEND``."""
+    name = settings.EMBEDDING_RESCORE_BACKEND
+    if name and name not in RESCORE_BACKENDS:
+        return (
+            "embeddings.E001",
+            f"EMBEDDING_RESCORE_BACKEND={name!r} is not an in-process model.",
+            f"Use one of: {', '.join(RESCORE_BACKENDS)}, or leave it empty.",
+        )
+    if name and name == settings.EMBEDDING_BACKEND:
+        return (
+            "embeddings.E002",
+            "EMBEDDING_RESCORE_BACKEND must differ from EMBEDDING_BACKEND.",
+            "Leave it empty, or name the other in-process model.",
+        )
+    return None
 
 
 _query_threads: tuple[int, ThreadPoolExecutor] | None = None
