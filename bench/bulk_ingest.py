@@ -1,5 +1,5 @@
 """Bulk ingest rate through REST: ``POST /api/v1/memories/bulk`` of 500 notes a request, by web
-processes (``--workers``), concurrent clients and masking policy.
+processes, concurrent clients, masking policy and the masking helper process.
 
     .venv/bin/python bench/bulk_ingest.py [--requests 3] [--size 500] [--out bench/results/bulk_ingest.md]
 
@@ -32,16 +32,25 @@ from bench._stack import bench_stack, start_uvicorn, write_section  # noqa: E402
 
 PORT = 8036
 STAGGER_S = 0.5
-#: (web processes, clients, policy)
-CONFIGS = [(1, 1, "regex + names"), (2, 1, "regex + names"), (2, 2, "regex + names"), (1, 1, "regex only"),
-           (2, 2, "regex only")]  # fmt: skip
+#: (web processes, clients, policy, masking helper process: PII_HELPER_PROCESS)
+CONFIGS = [
+    (1, 1, "regex + names", True),
+    (1, 1, "regex + names", False),
+    (2, 1, "regex + names", True),
+    (2, 2, "regex + names", True),
+    (2, 2, "regex + names", False),
+    (1, 1, "regex only", True),
+    (2, 2, "regex only", True),
+]
+#: Seconds given to the web processes' masking helpers to load after the server answers.
+HELPER_LOAD_S = 8
 
 
-def serve(workers: int) -> subprocess.Popen:
+def serve(workers: int, helper: bool) -> subprocess.Popen:
     """``workers`` uvicorn processes on PORT without rate limits, once all of them have loaded."""
-    env = {"RATE_LIMIT_PER_MINUTE": "0", "AUTH_FAILURES_PER_MINUTE": "0"}
+    env = {"RATE_LIMIT_PER_MINUTE": "0", "AUTH_FAILURES_PER_MINUTE": "0", "PII_HELPER_PROCESS": str(int(helper))}
     process = start_uvicorn(PORT, env=env, workers=workers, attempts=600, probe_timeout=2)
-    time.sleep(3 * (workers - 1))  # the other processes finish loading
+    time.sleep(3 * (workers - 1) + (HELPER_LOAD_S if helper else 0))  # the other processes finish loading
     return process
 
 
@@ -60,9 +69,9 @@ def run_client(token: str, batches: list[list[dict]], created: list[int], errors
             created.append(sum(result["status"] == 201 for result in response.json()["results"]))
 
 
-def measure(workers: int, tokens: list[str], make_batch, requests: int) -> float:
+def measure(workers: int, helper: bool, tokens: list[str], make_batch, requests: int) -> float:
     """Items created per second by ``len(tokens)`` concurrent clients (after one request each)."""
-    process = serve(workers)
+    process = serve(workers, helper)
     try:
         warm: list[int] = []
         errors: list[str] = []
@@ -132,10 +141,11 @@ def main() -> None:
 
         rates: dict[tuple, list[float]] = {config: [] for config in CONFIGS}
         for order in (CONFIGS, list(reversed(CONFIGS))):
-            for workers, clients, policy in order:
-                rate = measure(workers, tokens[policy][:clients], make_batch, args.requests)
-                rates[(workers, clients, policy)].append(rate)
-                print(f"{policy}, {workers} web processes, {clients} clients: {rate:.0f} memories/s", flush=True)
+            for workers, clients, policy, helper in order:
+                rate = measure(workers, helper, tokens[policy][:clients], make_batch, args.requests)
+                rates[(workers, clients, policy, helper)].append(rate)
+                label = f"{policy}, {workers} web processes, {clients} clients, helper {helper}"
+                print(f"{label}: {rate:.0f} memories/s", flush=True)
         get_redis().flushdb()
 
         lines = [
@@ -144,24 +154,29 @@ def main() -> None:
             f"Command: `.venv/bin/python bench/bulk_ingest.py --requests {args.requests} --size {args.size}` — "
             f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. Requests of {args.size} English notes "
             f"(one person named in each), {args.requests} counted requests per client after one that is not; "
-            "memories created per second of wall time; two passes, the second in reverse order.",
+            "memories created per second of wall time; two passes, the second in reverse order. Helper: "
+            "each web process masks half of a batch in its masking helper process (`PII_HELPER_PROCESS`, "
+            "the default on two cores), given 8 s to load after the server answers.",
             "",
-            "| policy | web processes | clients | memories/s, pass 1 | pass 2 |",
-            "|---|---|---|---|---|",
+            "| policy | web processes | clients | helper | memories/s, pass 1 | pass 2 |",
+            "|---|---|---|---|---|---|",
             *[
-                f"| {policy} | {workers} | {clients} | {rates[(workers, clients, policy)][0]:.0f} | "
-                f"{rates[(workers, clients, policy)][1]:.0f} |"
-                for workers, clients, policy in CONFIGS
+                f"| {policy} | {workers} | {clients} | {'on' if helper else 'off'} | "
+                f"{rates[config][0]:.0f} | {rates[config][1]:.0f} |"
+                for config in CONFIGS
+                for workers, clients, policy, helper in [config]
             ],
         ]
         figures = [
             (
                 f"bulk ingest through REST ({args.size} notes a request), {policy}, {workers} web "
-                f"process{'es' if workers > 1 else ''}, {clients} client{'s' if clients > 1 else ''}",
-                f"{min(rates[(workers, clients, policy)]):.0f}–{max(rates[(workers, clients, policy)]):.0f} memories/s",
+                f"process{'es' if workers > 1 else ''}, {clients} client{'s' if clients > 1 else ''}, "
+                f"masking helper {'on' if helper else 'off'}",
+                f"{min(rates[config]):.0f}–{max(rates[config]):.0f} memories/s",
                 "≥ 300/s" if policy == "regex + names" else "≥ 500/s",
             )
-            for workers, clients, policy in CONFIGS
+            for config in CONFIGS
+            for workers, clients, policy, helper in [config]
         ]
         write_section(args.out, lines + [""], figures)
 

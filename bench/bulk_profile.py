@@ -4,10 +4,11 @@ the steps of the write path timed by wrapping their functions in this process on
 
     .venv/bin/python bench/bulk_profile.py [--requests 6] [--size 500] [--out bench/results/bulk_profile.md]
 
-Two tenants: one with the default policy (both tiers: regex and names) and one whose policy names
-only the regex tier's entity types. Requests alternate between them; the first of each is not
-counted. Notes are 200–300-character English engineering notes naming one person (the generator
-of ``bench/_notes.py``), each unique. Commits run, so embedding tasks are published to
+Three columns, a fresh tenant each: the default policy (both tiers: regex and names) with and
+without the masking helper process (``PII_HELPER_PROCESS``), and a policy naming only the regex
+tier's entity types. Requests alternate between them; the first of each is not counted. Notes
+are 200–300-character English engineering notes naming one person (the generator of
+``bench/_notes.py``), each unique. Commits run, so embedding tasks are published to
 Redis (database 11, emptied after) and nothing consumes them.
 
 Uses its own embedded PostgreSQL (port 54336, data in .data/bulkprofile).
@@ -97,7 +98,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def policy_clients() -> dict:
-    """An in-process API client per masking policy, each with a fresh tenant of that policy."""
+    """An in-process API client and the helper setting per column (``VARIANTS``), each with a fresh
+    tenant of that column's policy."""
     from django.conf import settings
     from rest_framework.test import APIClient
 
@@ -109,15 +111,32 @@ def policy_clients() -> dict:
     settings.ALLOWED_HOSTS = ["*"]
     stamp = int(time.time())
     policies = {}
-    for policy in ("regex + names", "regex only"):
-        tenant = tenant_create(slug=f"bulk-{policy.split()[-1]}-{stamp}")
-        if policy == "regex only":
+    for number, (policy, helper) in enumerate(VARIANTS.items()):
+        tenant = tenant_create(slug=f"bulk-{number}-{stamp}")
+        if policy.startswith("regex only"):
             tenant = tenant_pii_policy_set(tenant=tenant, entities=list(REGEX_ENTITIES))
         token = token_create(tenant=tenant, actor="system:bench", name="bench")
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.raw}")
-        policies[policy] = client
+        policies[policy] = (client, helper)
     return policies
+
+
+#: Columns: masking policy, and whether the masking helper process takes half of each batch
+#: (``PII_HELPER_PROCESS``, on by default on more than one core).
+VARIANTS = {"regex + names": True, "regex + names, one process": False, "regex only": True}
+
+
+def wait_for_the_helper() -> None:
+    """Start this process's masking helper and wait until it has loaded (a few seconds)."""
+    from memory_service.pii import get_masker
+    from memory_service.pii.helper import shared_helper
+
+    deadline = time.monotonic() + 120
+    while shared_helper().state(get_masker().version) != "ready":
+        if time.monotonic() > deadline:
+            raise SystemExit("the masking helper did not load in 120 s")
+        time.sleep(0.2)
 
 
 def profile(args, policies: dict) -> tuple[dict, dict, dict]:
@@ -130,10 +149,14 @@ def profile(args, policies: dict) -> tuple[dict, dict, dict]:
     items_done = {policy: 0 for policy in policies}
     current: dict = defaultdict(float)
     instrument(current)
+    from django.conf import settings
+
     rng = random.Random(20261204)
     n = 0
+    wait_for_the_helper()
     for round_ in range(args.requests + 1):
-        for policy, client in policies.items():
+        for policy, (client, helper) in policies.items():
+            settings.PII_HELPER_PROCESS = helper
             items = []
             for _ in range(args.size):
                 title, text = make_note(rng, "en", n)
@@ -164,9 +187,12 @@ def section(args, policies, totals, request_s, items_done) -> tuple[list[str], l
         f"Command: `.venv/bin/python bench/bulk_profile.py --requests {args.requests} --size {args.size}` — "
         f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. `POST /api/v1/memories/bulk` of "
         f"{args.size} English notes (200–300 characters, one person named in each) called in process "
-        "(middleware, token, view, services, commit; no socket), alternating the two policies, "
+        "(middleware, token, view, services, commit; no socket), alternating the columns, "
         f"{args.requests} requests each after one not counted. Steps are timed by wrapping their "
-        "functions; a nested step's time is also inside its parent's (the tiers inside the batch).",
+        "functions; a nested step's time is also inside its parent's (the tiers inside the batch). "
+        "With the masking helper (`PII_HELPER_PROCESS`, the default on two cores), the tiers' rows "
+        "time this process's half of the batch; the whole batch's row includes the wait for the "
+        "helper's half.",
         "",
         "| step | " + " | ".join(f"{p}: ms per item" for p in policies) + " |",
         "|---|" + "---|" * len(policies),

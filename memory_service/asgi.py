@@ -22,5 +22,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memory_service.settings.base")
 django_application = WSGIMiddleware(get_wsgi_application(), workers=settings.DB_POOL_MAX_SIZE)
 
 from memory_service.mcp_server.app import MemoryServiceApp  # noqa: E402  (needs Django set up)
+from memory_service.pii.helper import shared_helper  # noqa: E402
+
+if settings.PII_HELPER_PROCESS:
+    shared_helper().start()  # bulk writes mask on two cores; it loads while the server starts
 
 application = MemoryServiceApp(django_application)

@@ -92,13 +92,18 @@ def _check_embedding() -> dict:
 
 def _check_pii() -> dict:
     from memory_service.pii import get_masker
+    from memory_service.pii.helper import shared_helper
 
     masker = get_masker()
+    helper = "off"
+    if settings.PII_HELPER_PROCESS:  # an optimisation: its state never makes the service unready
+        helper = shared_helper().state(masker.version)
     return {
         "ok": True,
         "tiers": sorted(masker.tiers),
         "name_languages": sorted(masker.ner_languages),
         "version": masker.version,
+        "helper": helper,
     }
 
 

@@ -84,13 +84,15 @@ def masking_batch(*, tenant: Tenant, values: list) -> Iterator[None]:
     tier reads them together (spaCy's ``nlp.pipe``); ``mask_fields`` calls for the same tenant inside
     the block take these results instead of masking again. Nothing changes in what is masked: same
     masker, same policy. A batch that cannot be masked (a tier missing, a character that cannot be
-    stored) is skipped: each ``mask_fields`` call then raises its own error.
+    stored) is skipped: each ``mask_fields`` call then raises its own error. With
+    ``PII_HELPER_PROCESS`` on, a large batch is masked on two cores (``memory_service/pii/helper.py``).
     """
     policy = tenant_masking_policy(tenant)
     unique = list(dict.fromkeys(_strings(values)))
     try:
         check_storable({"values": unique})
-        prepared = dict(zip(unique, get_masker().mask_each(unique, policy), strict=True))
+        masked = get_masker().mask_each(unique, policy, parallel=settings.PII_HELPER_PROCESS)
+        prepared = dict(zip(unique, masked, strict=True))
     except (PiiTierUnavailable, ValidationError):
         prepared = {}
     token = _batch.set((tenant.id, policy, prepared))

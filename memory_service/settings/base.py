@@ -305,6 +305,11 @@ AUDIT_HMAC_KEY = env.str("AUDIT_HMAC_KEY")
 
 # PII masking. Pseudonym keys are versioned: "2:newkey,1:oldkey"; the first is current.
 PII_PSEUDONYM_KEYS = env.str("PII_PSEUDONYM_KEYS", default="")
+# A bulk write's masking split over each web process and a helper process of its own
+# (memory_service/pii/helper.py; ~0.3 GB each). Unset or empty: on where there is more than one core.
+PII_HELPER_PROCESS = (
+    env.bool("PII_HELPER_PROCESS") if env.str("PII_HELPER_PROCESS", default="").strip() else (os.cpu_count() or 1) > 1
+)
 
 # Requests per authenticated token per minute, REST and MCP together (0 disables); failed
 # authentications per client address per minute before they get 429 instead of 401 (0 disables).

@@ -1,5 +1,7 @@
 import pytest
 
+from memory_service.pii import get_masker
+from memory_service.pii.helper import shared_helper
 from memory_service.redis import get_redis
 from memory_service.workers import HEARTBEAT_KEY, worker_heartbeat_record
 
@@ -18,13 +20,26 @@ def test_it_is_ready_when_database_redis_and_a_worker_answer(anonymous_client):
     assert checks["database"]["ok"] and checks["redis"]["ok"] and checks["worker"]["ok"]
 
 
-def test_it_reports_the_name_tier_loaded_from_the_default_install(anonymous_client):
+def test_it_reports_the_name_tier_loaded_from_the_default_install(anonymous_client, settings):
     """`make run` and `make test` install the same packages (requirements/base.txt, models.txt)."""
+    settings.PII_HELPER_PROCESS = True
     worker_heartbeat_record()
     pii = anonymous_client.get("/readyz").json()["checks"]["pii"]
     assert pii["tiers"] == ["ner", "regex"]
     assert pii["name_languages"] == ["en", "ja"]
     assert pii["version"] == "pii-2/regex+ner"
+    assert pii["helper"] in ("loading", "ready")
+
+
+def test_it_reports_the_masking_helper_once_loaded_or_off(anonymous_client, settings):
+    from tests.pii.test_helper import wait_until_ready
+
+    settings.PII_HELPER_PROCESS = True
+    worker_heartbeat_record()
+    wait_until_ready(shared_helper(), get_masker().version)
+    assert anonymous_client.get("/readyz").json()["checks"]["pii"]["helper"] == "ready"
+    settings.PII_HELPER_PROCESS = False
+    assert anonymous_client.get("/readyz").json()["checks"]["pii"]["helper"] == "off"
 
 
 def test_it_is_not_ready_without_a_worker_heartbeat(anonymous_client):

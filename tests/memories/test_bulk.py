@@ -1,5 +1,7 @@
 """POST /memories/bulk: the outcome of one write per item, with the work of the request batched."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -174,3 +176,30 @@ def test_write_rows_in_the_activity_log_carry_kind_priority_and_the_time_taken(a
     bulk_rows = [row for row in rows if row["memory_ids"][0] != single.json()["id"]]
     assert sorted(row["filters"]["kind"] for row in bulk_rows) == ["decision", "preference"]
     assert all(row["filters"]["priority"] == "normal" and row["latency_ms"] > 0 for row in bulk_rows)
+
+
+def test_a_large_request_is_masked_over_two_processes_as_in_one(api_client, tenant, settings):
+    from memory_service.pii import get_masker
+    from memory_service.pii.helper import shared_helper
+    from tests.pii.test_helper import wait_until_ready
+
+    settings.PII_HELPER_PROCESS = True
+    helper = shared_helper()
+    wait_until_ready(helper, get_masker().version)
+    answered = helper.answered
+    names = ["Priya Raman", "Kenji Watanabe", "Maria Gonzalez", "Olga Petrova"]
+    texts = [
+        f"{names[i % 4]} moved the cut-over of service {i} to Friday; mail ops{i}@example.com." for i in range(120)
+    ]
+
+    results = _bulk(api_client, [_note(text) for text in texts])
+
+    assert helper.answered == answered + 1
+    stored = [r["memory"]["text"] for r in results]
+    first = r"<PERSON_\w{12}> moved the cut-over of service 0 to Friday; mail <EMAIL_ADDRESS_\w{12}>\."
+    assert re.fullmatch(first, stored[0])
+    assert not any(name.split()[1] in text for text in stored for name in names)
+    settings.PII_HELPER_PROCESS = False
+    again = _bulk(api_client, [_note(text, user="u2") for text in texts])
+    assert [r["memory"]["text"] for r in again] == stored
+    assert helper.answered == answered + 1

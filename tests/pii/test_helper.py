@@ -1,0 +1,110 @@
+"""The masking helper process: half of a large batch detected in another process, the same
+detections as in one, and nothing lost when the helper is missing, slow to load or killed."""
+
+import time
+
+import pytest
+
+from memory_service.pii import MaskingPolicy
+from memory_service.pii.helper import MIN_CHARACTERS, MaskingHelper, shared_helper, split_point
+
+NOTES = [
+    "Per Maria Gonzalez, the pgbouncer pool stays at 20 connections (note {n}); mail maria.g@example.com.",
+    "Priya Raman said the canary must run for an hour before the rollout of build {n}. Call +1 415 555 0134.",
+    "佐藤花子さんが確認した。リリース {n} は金曜日の午後に延期。連絡先 hanako@example.jp",
+    "Ask Kenji Watanabe before touching the retention job; token=ghp_{n}abcdefghijklmnopqrstuvwxyz0123456789",
+    "Nothing personal here: the index rebuild {n} took 41 minutes on the replica, twice the estimate.",
+]
+
+
+def batch(count: int) -> list[str]:
+    return [NOTES[n % len(NOTES)].format(n=n) for n in range(count)]
+
+
+def wait_until_ready(helper: MaskingHelper, version: str) -> None:
+    deadline = time.monotonic() + 120
+    while helper.state(version) != "ready":
+        assert time.monotonic() < deadline, "the helper did not load in 120 s"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def helper(masker):
+    helper = shared_helper()
+    wait_until_ready(helper, masker.version)
+    return helper
+
+
+def test_a_large_batch_is_split_and_detected_as_in_one_process(masker, helper):
+    texts = batch(200)
+    policy = MaskingPolicy(tenant_id="tenant-a", mode="pseudonym", pseudonym_key=b"test-key")
+    answered = helper.answered
+
+    together = masker.detect_many(texts, policy, parallel=True)
+
+    assert helper.answered == answered + 1
+    assert together == masker.detect_many(texts, policy)
+    entities = {detection.entity for detections in together for detection in detections}
+    assert {"PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "SECRET"} <= entities
+    assert [masked.text for masked in masker.mask_each(texts, policy, parallel=True)] == [
+        masked.text for masked in masker.mask_each(texts, policy)
+    ]
+
+
+def test_a_small_batch_stays_in_the_calling_process(masker, helper):
+    texts = batch(3)
+    assert sum(map(len, texts)) < MIN_CHARACTERS
+    answered = helper.answered
+
+    assert masker.detect_many(texts, MaskingPolicy(tenant_id="t"), parallel=True) == masker.detect_many(
+        texts, MaskingPolicy(tenant_id="t")
+    )
+    assert helper.answered == answered
+
+
+def test_a_killed_helper_loses_nothing_and_is_started_again(masker, helper):
+    texts = batch(120)
+    policy = MaskingPolicy(tenant_id="tenant-a")
+    expected = masker.detect_many(texts, policy)
+    killed = helper._process
+    killed.kill()
+    killed.join(timeout=10)
+    answered = helper.answered
+
+    assert masker.detect_many(texts, policy, parallel=True) == expected  # detected here alone
+    assert helper.answered == answered
+
+    wait_until_ready(helper, masker.version)
+    assert helper._process is not killed
+    assert masker.detect_many(texts, policy, parallel=True) == expected
+    assert helper.answered == answered + 1
+
+
+def test_a_helper_of_another_version_is_not_used(masker, helper):
+    texts = batch(120)
+    answered = helper.answered
+
+    found = helper.detect_together(texts, MaskingPolicy(tenant_id="t"), lambda part: [["here"]] * len(part), "pii-0")
+
+    assert found == [["here"]] * len(texts)
+    assert helper.answered == answered
+
+
+def test_an_error_in_the_helper_leaves_its_half_to_the_caller(masker, helper):
+    texts = batch(120)
+    answered = helper.answered
+
+    # The helper's masker cannot read this policy; the caller's half is detected by the caller.
+    found = helper.detect_together(texts, "not a policy", lambda part: [["here"]] * len(part), masker.version)
+
+    assert found == [["here"]] * len(texts)
+    assert helper.answered == answered
+    assert helper.state(masker.version) == "ready", "an error is answered; the helper stays"
+
+
+@pytest.mark.parametrize(
+    ("lengths", "expected"),
+    [([10, 10], 1), ([1, 1, 1, 1], 2), ([100, 1, 1, 1], 1), ([1, 1, 1, 100], 3), ([5, 5, 5, 5, 5, 5], 3)],
+)
+def test_the_split_leaves_text_on_both_sides(lengths, expected):
+    assert split_point(["x" * length for length in lengths]) == expected
