@@ -4,9 +4,9 @@ the steps of the write path timed by wrapping their functions in this process on
 
     .venv/bin/python bench/bulk_profile.py [--requests 6] [--size 500] [--out bench/results/bulk_profile.md]
 
-Three columns, a fresh tenant each: the default policy (both tiers: regex and names) with and
-without the masking helper process (``PII_HELPER_PROCESS``), and a policy naming only the regex
-tier's entity types. Requests alternate between them; the first of each is not counted. Notes
+Four columns, a fresh tenant each: the default policy (both tiers: regex and names) and a policy
+naming only the regex tier's entity types, each with and without the masking helper process
+(``PII_HELPER_PROCESS``). Requests alternate between them; the first of each is not counted. Notes
 are 200–300-character English engineering notes naming one person (the generator of
 ``bench/_notes.py``), each unique. Commits run, so embedding tasks are published to
 Redis (database 11, emptied after) and nothing consumes them.
@@ -124,7 +124,12 @@ def policy_clients() -> dict:
 
 #: Columns: masking policy, and whether the masking helper process takes half of each batch
 #: (``PII_HELPER_PROCESS``, on by default on more than one core).
-VARIANTS = {"regex + names": True, "regex + names, one process": False, "regex only": True}
+VARIANTS = {
+    "regex + names": True,
+    "regex + names, one process": False,
+    "regex only": True,
+    "regex only, one process": False,
+}
 
 
 def wait_for_the_helper() -> None:
