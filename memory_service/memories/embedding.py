@@ -5,13 +5,15 @@ from django.utils import timezone
 
 from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend, get_rescore_backend
 from memory_service.memories.models import EmbeddingStatus, Memory, MemoryEmbedding
+from memory_service.pii import text_for_embedding
 from memory_service.retrieval.lexical import date_terms
 
 
 def embedding_document(memory: Memory) -> str:
-    """What the vector of a memory represents: title, text, tags and the memory's date."""
+    """What the vector of a memory represents: title, text, tags and the memory's date, without
+    people's labels and pseudonyms (``pii.text_for_embedding``)."""
     parts = [memory.title, memory.text, " ".join(memory.tags), date_terms(memory.occurred_at)]
-    return "\n".join(p for p in parts if p)
+    return text_for_embedding("\n".join(p for p in parts if p))
 
 
 def pending_memory_ids(*, tenant_id: str, limit: int, model: str | None = None) -> list[str]:

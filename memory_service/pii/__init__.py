@@ -12,6 +12,7 @@ from memory_service.pii.engine import (
     MaskResult,
     PiiTierUnavailable,
     get_masker,
+    text_for_embedding,
 )
 from memory_service.pii.entities import ENTITY_TYPES, REGEX_ENTITIES, SECRET
 
@@ -24,4 +25,5 @@ __all__ = [
     "MaskingPolicy",
     "PiiTierUnavailable",
     "get_masker",
+    "text_for_embedding",
 ]

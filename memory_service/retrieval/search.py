@@ -41,6 +41,7 @@ from memory_service.exceptions import ValidationError
 from memory_service.memories.models import ActivityLog, Kind, Memory, Priority, Scope, owner_key
 from memory_service.memories.selectors import memory_statuses
 from memory_service.memories.status import DerivedStatus
+from memory_service.pii import text_for_embedding
 from memory_service.retrieval.candidates import (
     add_dense_candidates,
     covering_path,
@@ -276,13 +277,15 @@ def memory_search(
     user, repository, session = where.user, where.repository, where.session
     _validate(query=query, top=top, budget_bytes=budget_bytes, kinds=kinds, where=where)
     masked = mask_query(tenant=principal.tenant, query=query)
-    # The query is embedded on a helper thread while the database finds the text candidates.
+    # The query is embedded on a helper thread while the database finds the text candidates, as
+    # memories are: without people's labels and pseudonyms.
     backend = get_backend()
-    pending_vector = embed_query_in_background(backend, masked) if ranking.dense else None
+    semantic = text_for_embedding(masked).strip() or masked
+    pending_vector = embed_query_in_background(backend, semantic) if ranking.dense else None
     rescorer = get_rescore_backend() if ranking.dense and ranking.rescore else None
     if rescorer is not None and script_of(masked) != "latin":
         rescorer = None  # measured: it would bury cross-lingual matches (bench/RESULTS.md)
-    pending_rescore = embed_query_in_background(rescorer, masked) if rescorer is not None else None
+    pending_rescore = embed_query_in_background(rescorer, semantic) if rescorer is not None else None
 
     scoped = Memory.objects.for_tenant(principal.tenant).filter(
         scope_filter(principal=principal, user=user, repository=repository, session=session)
