@@ -21,6 +21,7 @@ from memory_service.pii import (
     MaskResult,
     PiiTierUnavailable,
     get_masker,
+    text_for_embedding,
 )
 from memory_service.pii.names import EnglishNames
 
@@ -41,6 +42,7 @@ def test_it_exports_the_public_api():
         "MaskingPolicy",
         "PiiTierUnavailable",
         "get_masker",
+        "text_for_embedding",
     }
     assert SECRET == "SECRET"
     assert set(ENTITY_TYPES) == {
@@ -370,3 +372,29 @@ def test_it_reports_detections_in_original_offsets(masker, policy):
         ("EMAIL_ADDRESS", "ａ＠ｂ．ｊｐ", "a@b.jp"),
         ("PHONE_NUMBER", "090\u200b-1234-5678", "090-1234-5678"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("masked", "expected"),
+    [
+        ("<PERSON_48b61a8eb353>: Alive, mostly.", ": Alive, mostly."),
+        ("ask <PERSON> or <PERSON_0123456789ab> today", "ask  or  today"),
+        ("mail <EMAIL_ADDRESS_8cb238f10ec1>, call <PHONE_NUMBER>", "mail <EMAIL_ADDRESS>, call <PHONE_NUMBER>"),
+        (
+            "<SECRET> in <LOCATION_0123456789ab>, 〒<JP_POSTAL_CODE_0123456789ab>",
+            "<SECRET> in <LOCATION>, 〒<JP_POSTAL_CODE>",
+        ),
+        (
+            "<PERSONA> <PERSON_xyz> <person_0123456789ab> <Q_0123456789ab>",
+            "<PERSONA> <PERSON_xyz> <person_0123456789ab> <Q_0123456789ab>",
+        ),
+    ],
+)
+def test_text_for_embedding_leaves_people_out_and_other_pseudonyms_as_labels(masked, expected):
+    assert text_for_embedding(masked) == expected
+
+
+def test_text_for_embedding_reads_what_the_masker_writes(masker, pseudonym_policy):
+    masked = masker.mask("Priya Raman (priya@example.com) approved it.", pseudonym_policy).text
+
+    assert text_for_embedding(masked) == " (<EMAIL_ADDRESS>) approved it."
