@@ -11,7 +11,8 @@ Lifecycle
     One helper per process that asks for one, started (``spawn``: a fresh interpreter, never a fork
     of a process with threads) when a web process starts (``asgi.py``), else on its first large
     batch. That batch, and any batch that finds the
-    helper still loading (a few seconds), busy with another thread's batch, dead or late, is
+    helper still loading (a few seconds), busy with another thread's batch, dead or late, or the
+    machine's cores all busy (other web processes masking: the helper would only share a core), is
     detected in the calling process alone: nothing waits for the helper or fails because of it. A
     helper that died or did not answer is stopped and started again on the next large batch. It is
     a daemon child: it ends when its process exits, and stops by itself when orphaned.
@@ -63,6 +64,17 @@ def split_point(texts: Sequence[str]) -> int:
     return len(texts) - 1
 
 
+def spare_core(loadavg_path: str = "/proc/loadavg") -> bool:
+    """Whether the machine has a core that no task is running on now: fewer runnable tasks than
+    cores, this thread included (Linux's ``/proc/loadavg``). True where that cannot be read."""
+    try:
+        with open(loadavg_path, encoding="ascii") as loadavg:
+            runnable = int(loadavg.read().split()[3].partition("/")[0])
+    except (OSError, ValueError, IndexError):
+        return True
+    return runnable < (os.cpu_count() or 1)
+
+
 class MaskingHelper:
     """The helper process of this process, for ``detect_together``; one caller at a time."""
 
@@ -81,6 +93,8 @@ class MaskingHelper:
         must equal. Whatever happens to the helper, the result is ``detect_here(texts)``'s."""
         if len(texts) < 2 or sum(len(text) for text in texts) < MIN_CHARACTERS:
             return detect_here(texts)
+        if not spare_core():
+            return detect_here(texts)  # the helper would only take a share of a busy core
         if not self._lock.acquire(blocking=False):
             return detect_here(texts)  # another thread of this process holds the helper
         try:

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from memory_service.pii import MaskingPolicy
-from memory_service.pii.helper import MIN_CHARACTERS, MaskingHelper, shared_helper, split_point
+from memory_service.pii import helper as helper_module
+from memory_service.pii.helper import MIN_CHARACTERS, MaskingHelper, shared_helper, spare_core, split_point
 
 NOTES = [
     "Per Maria Gonzalez, the pgbouncer pool stays at 20 connections (note {n}); mail maria.g@example.com.",
@@ -29,7 +30,9 @@ def wait_until_ready(helper: MaskingHelper, version: str) -> None:
 
 
 @pytest.fixture
-def helper(masker):
+def helper(masker, monkeypatch):
+    """The shared helper, loaded, with a core to spare whatever else this machine runs now."""
+    monkeypatch.setattr(helper_module, "spare_core", lambda: True)
     helper = shared_helper()
     wait_until_ready(helper, masker.version)
     return helper
@@ -108,3 +111,32 @@ def test_an_error_in_the_helper_leaves_its_half_to_the_caller(masker, helper):
 )
 def test_the_split_leaves_text_on_both_sides(lengths, expected):
     assert split_point(["x" * length for length in lengths]) == expected
+
+
+def test_with_every_core_busy_the_caller_detects_alone(masker, helper, monkeypatch):
+    texts = batch(120)
+    answered = helper.answered
+    monkeypatch.setattr(helper_module, "spare_core", lambda: False)
+
+    assert masker.detect_many(texts, MaskingPolicy(tenant_id="t"), parallel=True) == masker.detect_many(
+        texts, MaskingPolicy(tenant_id="t")
+    )
+    assert helper.answered == answered
+
+
+@pytest.mark.parametrize(
+    ("loadavg", "cores", "spare"),
+    [("0.52 0.40 0.31 1/180 9001\n", 2, True), ("1.90 1.2 0.9 2/180 9001\n", 2, False), ("3.1 2 1 3/180 1\n", 4, True)],
+)
+def test_a_spare_core_is_fewer_runnable_tasks_than_cores(tmp_path, monkeypatch, loadavg, cores, spare):
+    path = tmp_path / "loadavg"
+    path.write_text(loadavg)
+    monkeypatch.setattr(helper_module.os, "cpu_count", lambda: cores)
+
+    assert spare_core(str(path)) is spare
+
+
+def test_without_the_figure_a_core_counts_as_spare(tmp_path):
+    assert spare_core(str(tmp_path / "missing")) is True
+    (tmp_path / "odd").write_text("no figures here")
+    assert spare_core(str(tmp_path / "odd")) is True
