@@ -6,7 +6,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from tqdm import tqdm
 
-from memory_service.embeddings.backends import build_backend, get_backend
+from memory_service.embeddings.backends import build_backend, get_backend, get_rescore_backend
 from memory_service.memories.embedding import (
     embed_memories,
     memories_without_vector_count,
@@ -73,7 +73,7 @@ class Command(BaseCommand):
             with platform_context():
                 deleted = vectors_of_other_models_delete(model=backend.model_id)
             self.stdout.write(f"Deleted {deleted} vectors of other models.")
-        elif backend.model_id != get_backend().model_id:
+        elif backend.model_id not in _in_use():
             self.stdout.write(f"Now set EMBEDDING_BACKEND={options['backend']} and restart the web server and workers.")
 
     @staticmethod
@@ -126,3 +126,9 @@ class Command(BaseCommand):
                 f"USING hnsw ((embedding::vector({int(backend.dimension)})) vector_cosine_ops) WHERE model = %s",
                 [backend.model_id],
             )
+
+
+def _in_use() -> set[str]:
+    """The models search reads now: the active one and, when set, the re-scoring one."""
+    rescorer = get_rescore_backend()
+    return {get_backend().model_id} | ({rescorer.model_id} if rescorer is not None else set())
