@@ -10,12 +10,12 @@ installed packages, and is used only when it reports the same ``Masker.version``
 Lifecycle
     One helper per process that asks for one, started (``spawn``: a fresh interpreter, never a fork
     of a process with threads) when a web process starts (``asgi.py``), else on its first large
-    batch. That batch, and any batch that finds the
-    helper still loading (a few seconds), busy with another thread's batch, dead or late, or the
-    machine's cores all busy (other web processes masking: the helper would only share a core), is
-    detected in the calling process alone: nothing waits for the helper or fails because of it. A
-    helper that died or did not answer is stopped and started again on the next large batch. It is
-    a daemon child: it ends when its process exits, and stops by itself when orphaned.
+    batch. A batch that finds the helper still loading (a few seconds), busy with another thread's
+    batch, dead or late, or every core of the machine busy (other web processes masking: the helper
+    would only share a core), is detected in the calling process alone: nothing waits for the
+    helper or fails because of it. A helper that died or did not answer is stopped and started
+    again on the next large batch. It is a daemon child: it ends when its process exits, and stops
+    by itself when orphaned.
 
 What crosses the pipe
     The texts and the policy (its pseudonym key included) go to the helper; the detections come
