@@ -12,6 +12,7 @@ from memory_service.pii.engine import (
     MaskResult,
     PiiTierUnavailable,
     get_masker,
+    pseudonyms_only,
     text_for_embedding,
 )
 from memory_service.pii.entities import ENTITY_TYPES, REGEX_ENTITIES, SECRET
@@ -25,5 +26,6 @@ __all__ = [
     "MaskingPolicy",
     "PiiTierUnavailable",
     "get_masker",
+    "pseudonyms_only",
     "text_for_embedding",
 ]

@@ -519,7 +519,7 @@ def _replacement(detection: Detection, policy: MaskingPolicy) -> str:
 
 
 #: A replacement as ``_replacement`` writes it: ``<PERSON>``, ``<PERSON_1a2b3c4d5e6f>``, ``<SECRET>``.
-_REPLACEMENT = regex.compile(rf"<({'|'.join(sorted(ENTITY_TYPES, key=len, reverse=True))})(?:_[0-9a-f]{{12}})?>")
+_REPLACEMENT = regex.compile(rf"<({'|'.join(sorted(ENTITY_TYPES, key=len, reverse=True))})(?:_([0-9a-f]{{12}}))?>")
 
 
 def text_for_embedding(text: str) -> str:
@@ -532,6 +532,13 @@ def text_for_embedding(text: str) -> str:
     more of the evidence in its top 10 (bench/RESULTS.md, "Names out of the vectors"). The
     full-text stage keeps them: there a pseudonym matches the same person exactly."""
     return _REPLACEMENT.sub(lambda match: "" if match[1] == PERSON else f"<{match[1]}>", text)
+
+
+def pseudonyms_only(text: str) -> str:
+    """Masked ``text`` with each replacement reduced to its pseudonym's digits, a label without one
+    to nothing (``<PERSON_1a2b3c4d5e6f>`` → ``1a2b3c4d5e6f``; ``<SECRET>`` → ``""``): the words of
+    a label say only that something was masked, and would match every note where anything was."""
+    return _REPLACEMENT.sub(lambda match: f" {match[2]} " if match[2] else " ", text)
 
 
 _NON_DIGITS = regex.compile(r"[^0-9]")

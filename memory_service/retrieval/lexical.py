@@ -20,6 +20,8 @@ from datetime import datetime
 
 import snowballstemmer
 
+from memory_service.pii import pseudonyms_only
+
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u30fc]+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Characters that make a text "cjk" rather than "latin" for the lexical gate (kana, CJK ideographs,
@@ -100,8 +102,9 @@ def is_stop_term(term: str) -> bool:
 
 def query_terms(query: str) -> list[str]:
     """The distinct terms a query matches on: its words and bigrams without stop terms (unless it
-    has nothing else), stemmed."""
-    terms = list(dict.fromkeys(lexical_terms(query, stemmed=False)))
+    has nothing else), stemmed. A masked value counts by its pseudonym alone, never by its label's
+    words (``pii.pseudonyms_only``): "person" would match every note that names anyone."""
+    terms = list(dict.fromkeys(lexical_terms(pseudonyms_only(query), stemmed=False)))
     terms = [t for t in terms if not is_stop_term(t)] or terms
     return list(dict.fromkeys(stem(t) for t in terms))
 

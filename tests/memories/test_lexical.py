@@ -41,3 +41,10 @@ def test_words_are_indexed_and_queried_by_their_english_stems():
     assert lexical_terms("Driving", stemmed=False) == ["driving"]
     # Stop words are left out before stemming ("does" would stem to "doe").
     assert lexical_query("Does she still take driving classes?") == "'still' | 'take' | 'drive' | 'class'"
+
+
+def test_a_masked_value_is_queried_by_its_pseudonym_never_by_its_label_s_words():
+    assert lexical_query("What did <PERSON_48b61a8eb353> fix at <LOCATION>?") == "'48b61a8eb353' | 'fix'"
+    assert lexical_query("mail <EMAIL_ADDRESS_8cb238f10ec1> the <SECRET>") == "'mail' | '8cb238f10ec1'"
+    assert lexical_query("who is the contact person") == "'contact' | 'person'"  # a word typed is a word
+    assert lexical_query("<PERSON>") == ""

@@ -1,5 +1,5 @@
 """Memories and queries are embedded without people's labels and pseudonyms; the full-text stage
-keeps them (``pii.text_for_embedding``)."""
+matches the pseudonyms alone (``pii.text_for_embedding``, ``pii.pseudonyms_only``)."""
 
 import re
 
@@ -10,7 +10,10 @@ from memory_service.embeddings.backends import get_backend
 from memory_service.memories.embedding import embed_memories, embedding_document
 from memory_service.memories.models import Memory, MemoryEmbedding
 from memory_service.retrieval import search
+from memory_service.retrieval.search import memory_search
+from tenants.access import Principal
 from tenants.context import tenant_context
+from tenants.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 
@@ -66,3 +69,16 @@ def test_another_tenant_s_search_never_sees_the_memory(api_client, other_client,
     )
     assert response.status_code == 200
     assert response.json()["items"] == []
+
+
+def test_a_search_for_a_person_matches_their_notes_alone_in_full_text(api_client, tenant):
+    kenji = _write(api_client, "Kenji Watanabe fixed the flaky deploy job.")["id"]
+    for name in ("Priya Raman", "Olga Petrova", "Maria Gonzalez"):
+        _write(api_client, f"{name} reviewed the release notes.")
+
+    with tenant_context(tenant.id):
+        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
+        hits = memory_search(principal=principal, query="Kenji Watanabe", user="u1").hits
+
+    # Not "person": it is in every note that names anyone.
+    assert [str(hit.memory.id) for hit in hits if hit.lexical is not None] == [kenji]

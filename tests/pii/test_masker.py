@@ -42,6 +42,7 @@ def test_it_exports_the_public_api():
         "MaskingPolicy",
         "PiiTierUnavailable",
         "get_masker",
+        "pseudonyms_only",
         "text_for_embedding",
     }
     assert SECRET == "SECRET"
