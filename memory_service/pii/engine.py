@@ -223,7 +223,7 @@ class Masker:
         )
         # Every recognizer here reads the text alone (context enhancement is off), so each scan
         # passes these empty artifacts instead of Presidio building tokens, lemmas and keywords
-        # per text: about half of the regex tier's time (bench/RESULTS.md, "Bulk writes").
+        # per text: a quarter to a third of a scan's time (bench/RESULTS.md, "Masking on two cores").
         self._no_artifacts = {
             language: NlpArtifacts(
                 entities=[], tokens=_blank_pipeline(language).make_doc(""), tokens_indices=[], lemmas=[],

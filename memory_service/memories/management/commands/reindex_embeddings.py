@@ -92,9 +92,7 @@ class Command(BaseCommand):
         """Replace every vector of ``backend`` made before ``started``, a batch per transaction."""
         with platform_context():
             total = vectors_made_before_count(model=backend.model_id, before=started)
-        self.stdout.write(
-            f"Embedding again {total} vectors of {backend.model_id} made before {started:%Y-%m-%d %H:%M:%S}."
-        )
+        self.stdout.write(f"Embedding again {total} vectors of {backend.model_id} made before {started.isoformat()}.")
         with tqdm(total=total, unit="vector", disable=None) as progress:
             for tenant_id in tenant_ids:
                 while True:
@@ -107,7 +105,8 @@ class Command(BaseCommand):
             left = vectors_made_before_count(model=backend.model_id, before=started)
         if left:
             raise CommandError(
-                f"{left} vectors were busy or could not be embedded; run the command again with --refresh."
+                f"{left} vectors were busy or could not be embedded; "
+                f"run the command again with --refresh {started.isoformat()}."
             )
         self.stdout.write(self.style.SUCCESS(f"Every vector of {backend.model_id} is new."))
 
