@@ -214,9 +214,10 @@ class Masker:
         recognizers = []
         for language in LANGUAGES:
             recognizers += presidio_recognizers(language) + our_recognizers(language)
+        pipelines = {language: _blank_pipeline(language) for language in LANGUAGES}
         self._analyzer = AnalyzerEngine(
             registry=RecognizerRegistry(recognizers=recognizers, supported_languages=list(LANGUAGES)),
-            nlp_engine=_PipelinesNlpEngine({language: _blank_pipeline(language) for language in LANGUAGES}),
+            nlp_engine=_PipelinesNlpEngine(pipelines),
             supported_languages=list(LANGUAGES),
             default_score_threshold=0.3,
             context_aware_enhancer=_NoContextEnhancer(),
@@ -226,7 +227,7 @@ class Masker:
         # per text: a quarter to a third of a scan's time (bench/RESULTS.md, "Masking on two cores").
         self._no_artifacts = {
             language: NlpArtifacts(
-                entities=[], tokens=_blank_pipeline(language).make_doc(""), tokens_indices=[], lemmas=[],
+                entities=[], tokens=pipelines[language].make_doc(""), tokens_indices=[], lemmas=[],
                 nlp_engine=None, language=language,
             )
             for language in LANGUAGES
