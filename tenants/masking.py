@@ -2,7 +2,7 @@
 queues or logs client text (memories, proposals, search queries) masks it here first."""
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -11,6 +11,7 @@ from django.conf import settings
 from memory_service.exceptions import ApplicationError, ValidationError
 from memory_service.inputs import check_storable
 from memory_service.pii import MaskingPolicy, MaskResult, PiiTierUnavailable, get_masker
+from memory_service.pii.helper import part_ranges
 from tenants.context import tenant_context
 from tenants.models import PiiMode, Tenant
 
@@ -88,13 +89,57 @@ def masking_batch(*, tenant: Tenant, values: list) -> Iterator[None]:
     ``PII_HELPER_PROCESS`` on, a large batch is masked on two cores (``memory_service/pii/helper.py``).
     """
     policy = tenant_masking_policy(tenant)
+    unique = _storable_strings(values)
+    try:
+        masked = get_masker().mask_each(unique, policy, parallel=settings.PII_HELPER_PROCESS)
+        prepared = dict(zip(unique, masked, strict=True))
+    except PiiTierUnavailable:
+        prepared = {}
+    with _using(tenant, policy, prepared):
+        yield
+
+
+def masking_parts(*, tenant: Tenant, values: list) -> Iterator[tuple[range, AbstractContextManager]]:
+    """``masking_batch`` of ``values`` (the items of a bulk write) part by part, so that the caller
+    can store one part while the next is masked: yields, in order, the indexes of each part's
+    values and a context in which ``mask_fields`` takes their masked strings. A large batch has
+    several parts (``helper.part_ranges``); with ``PII_HELPER_PROCESS`` on, the helper process
+    masks the parts after the first meanwhile. What is masked is the same as in ``masking_batch``;
+    a part that cannot be masked is skipped as it skips a batch, and so is every later part once
+    a tier is found missing. Read it to the end, or close it, to free the helper.
+    """
+    policy = tenant_masking_policy(tenant)
+    ranges = part_ranges([sum(map(len, _strings(value))) for value in values])
+    parts = [_storable_strings([values[index] for index in indexes]) for indexes in ranges]
+    masked = get_masker().mask_parts(parts, policy, parallel=settings.PII_HELPER_PROCESS)
+    missing_tier = False
+    try:
+        for indexes, part in zip(ranges, parts, strict=True):
+            prepared = {}
+            if not missing_tier:
+                try:
+                    prepared = dict(zip(part, next(masked), strict=True))
+                except PiiTierUnavailable:
+                    missing_tier = True  # each value's own mask_fields raises, or masks it alone
+            yield indexes, _using(tenant, policy, prepared)
+    finally:
+        masked.close()
+
+
+def _storable_strings(values: list) -> list[str]:
+    """The distinct strings of ``values``, or none when one of them cannot be stored (each
+    ``mask_fields`` call then raises its own error, naming its field)."""
     unique = list(dict.fromkeys(_strings(values)))
     try:
         check_storable({"values": unique})
-        masked = get_masker().mask_each(unique, policy, parallel=settings.PII_HELPER_PROCESS)
-        prepared = dict(zip(unique, masked, strict=True))
-    except (PiiTierUnavailable, ValidationError):
-        prepared = {}
+    except ValidationError:
+        return []
+    return unique
+
+
+@contextmanager
+def _using(tenant: Tenant, policy: MaskingPolicy, prepared: dict[str, MaskResult]) -> Iterator[None]:
+    """A block in which ``mask_fields`` for ``tenant`` takes the results of ``prepared``."""
     token = _batch.set((tenant.id, policy, prepared))
     try:
         yield

@@ -52,7 +52,7 @@ from memory_service.session_context.services import refresh_after_write, refresh
 from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier, validate_metadata_keys
-from tenants.masking import mask_fields, masker_version, masking_batch
+from tenants.masking import mask_fields, masker_version, masking_parts
 from tenants.models import Permission, Tenant
 from tenants.services import actor_of
 
@@ -506,28 +506,33 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     item's result, or the error that refused it, and no item's error changes another's outcome.
 
     The outcome is that of one ``memory_create`` per item; the work is batched: the free-text
-    fields of every item masked in one pass of each tier, two lookups for the repeats of all items, one
-    insert each for the new memories, their audit events and their activity rows, and embedding
-    tasks of up to ``EMBEDDING_TASK_IDS`` memories. An item that supersedes others is written on its
-    own, in its place; a batch that loses a race to a concurrent write is written again item by
-    item. Runs in the caller's transaction.
+    fields of the items masked a part at a time (``masking_parts``: a large request in a few parts,
+    each stored while the next is masked), two lookups for the repeats of a part's items, one insert
+    each for its new memories, their audit events and their activity rows, and embedding tasks of
+    up to ``EMBEDDING_TASK_IDS`` memories. An item that supersedes others is written on its own, in
+    its place; a batch that loses a race to a concurrent write is written again item by item. Parts
+    are stored in order, so an item repeating an earlier part's item finds it stored. Runs in the
+    caller's transaction.
     """
     require_permission(principal, Permission.MEMORY_WRITE)
     started = time.perf_counter()  # each item's activity row counts the batch's time up to its insert
     results: list = [None] * len(items)
-    checked: list[tuple[int, _Write]] = []
     free_text = [{name: item[name] for name in MASKED_FIELDS if name in item} for item in items]
-    with masking_batch(tenant=principal.tenant, values=free_text):
-        for index, item in enumerate(items):
-            try:
-                checked.append((index, _write_checked(principal=principal, started=started, bulk=True, **item)))
-            except ApplicationError as exc:
-                results[index] = exc
-    # Runs of plain writes are stored together; a write that supersedes is stored alone.
-    runs = itertools.groupby(checked, key=lambda pair: object() if pair[1].supersedes else False)
-    for _key, run in runs:
-        for index, outcome in _create_run(principal, list(run)).items():
-            results[index] = outcome
+    for indexes, masked in masking_parts(tenant=principal.tenant, values=free_text):
+        checked: list[tuple[int, _Write]] = []
+        with masked:
+            for index in indexes:
+                try:
+                    write = _write_checked(principal=principal, started=started, bulk=True, **items[index])
+                except ApplicationError as exc:
+                    results[index] = exc
+                else:
+                    checked.append((index, write))
+        # Runs of plain writes are stored together; a write that supersedes is stored alone.
+        runs = itertools.groupby(checked, key=lambda pair: object() if pair[1].supersedes else False)
+        for _key, run in runs:
+            for index, outcome in _create_run(principal, list(run)).items():
+                results[index] = outcome
     return results
 
 

@@ -34,8 +34,9 @@ import hashlib
 import hmac
 import ipaddress
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import regex
 import spacy
@@ -272,13 +273,26 @@ class Masker:
     def mask_each(self, texts: list[str], policy: MaskingPolicy, *, parallel: bool = False) -> list[MaskResult]:
         """``mask`` of every text, with the name tier batched over all of them; ``parallel`` as in
         ``detect_many``."""
-        results = []
-        for text, detections in zip(texts, self.detect_many(texts, policy, parallel=parallel), strict=True):
-            counts: dict[str, int] = {}
-            for detection in detections:
-                counts[detection.entity] = counts.get(detection.entity, 0) + 1
-            results.append(MaskResult(text=_replace(text, detections, policy)[0], counts=counts))
-        return results
+        found = self.detect_many(texts, policy, parallel=parallel)
+        return [_masked(text, detections, policy) for text, detections in zip(texts, found, strict=True)]
+
+    def mask_parts(
+        self, parts: list[list[str]], policy: MaskingPolicy, *, parallel: bool = False
+    ) -> Iterator[list[MaskResult]]:
+        """``mask_each`` of each part, in order, one part at a time, so that the caller can store a
+        part while the next is masked: with ``parallel``, this process's helper masks the parts
+        after the first meanwhile (``helper.MaskingHelper.detect_parts``). Raises as ``mask`` does,
+        when the part that needs the missing tier is reached. Close the iterator, or read it to the
+        end, to free the helper."""
+        self.check_policy(policy)
+        detect = partial(self._detect_all, policy=policy)
+        found = shared_helper().detect_parts(parts, policy, detect, self.version) if parallel else map(detect, parts)
+        try:
+            for part, detections in zip(parts, found, strict=True):
+                yield [_masked(text, each, policy) for text, each in zip(part, detections, strict=True)]
+        finally:
+            if parallel:
+                found.close()  # type: ignore[attr-defined]
 
     def mask_many(self, texts: list[str], policy: MaskingPolicy) -> tuple[list[str], dict[str, int]]:
         """Each text masked with ``policy``, and the counts summed over all of them."""
@@ -468,6 +482,14 @@ class _Piece:
     masked_start: int
     masked_end: int
     replaced: bool
+
+
+def _masked(text: str, detections: list[Detection], policy: MaskingPolicy) -> MaskResult:
+    """``text`` with its detections replaced, and their counts per entity type."""
+    counts: dict[str, int] = {}
+    for detection in detections:
+        counts[detection.entity] = counts.get(detection.entity, 0) + 1
+    return MaskResult(text=_replace(text, detections, policy)[0], counts=counts)
 
 
 def _replace(text: str, detections: list[Detection], policy: MaskingPolicy) -> tuple[str, list[_Piece]]:

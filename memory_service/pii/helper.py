@@ -4,8 +4,11 @@ A request is served by one process, and masking a bulk write is most of its time
 model reads a note in ~2.5 ms of one core (bench/RESULTS.md, "Bulk writes"). For a batch of at least
 ``MIN_CHARACTERS``, ``Masker.detect_many(..., parallel=True)`` sends the batch's second half (by
 characters) to this process's helper, detects the first half itself meanwhile, and joins the two.
-The detections are the same as in one process: the helper builds the same masker from the same
-installed packages, and is used only when it reports the same ``Masker.version``.
+``Masker.mask_parts(..., parallel=True)`` (the bulk write's path) goes further: the helper detects
+every part after the first, one after another, while the caller detects the first and then stores
+each part as it comes back, so the database work of a part overlaps the masking of the next
+(``part_ranges``). The detections are the same as in one process: the helper builds the same masker
+from the same installed packages, and is used only when it reports the same ``Masker.version``.
 
 Lifecycle
     One helper per process that asks for one, started (``spawn``: a fresh interpreter, never a fork
@@ -28,7 +31,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -64,6 +67,35 @@ def split_point(texts: Sequence[str]) -> int:
     return len(texts) - 1
 
 
+#: The shares of a batch's characters in its parts (``part_ranges``): the caller detects the first
+#: part itself and stores it while the helper detects the others in turn; it then stores each as it
+#: comes back. The caller also does all the database work, so it takes the smaller share, and the
+#: last part is small, so little is stored after the helper is done (bench/RESULTS.md, "Bulk writes").
+PART_SHARES = (0.3, 0.3, 0.25, 0.15)
+
+
+def part_ranges(sizes: Sequence[int]) -> list[range]:
+    """Consecutive ranges of the indexes of ``sizes`` (the characters of each item of a batch), with
+    about ``PART_SHARES`` of the characters each, and at least one item each; one range for a batch
+    of fewer than ``MIN_CHARACTERS`` characters or fewer items than shares."""
+    total = sum(sizes)
+    if total < MIN_CHARACTERS or len(sizes) < len(PART_SHARES):
+        return [range(len(sizes))]
+    ranges: list[range] = []
+    start, seen, goal = 0, 0, 0.0
+    for share in PART_SHARES[:-1]:
+        goal += share * total
+        end = start + 1  # at least one item, and at least one left for each later part
+        seen += sizes[start]
+        while end < len(sizes) - (len(PART_SHARES) - 1 - len(ranges)) and seen + sizes[end] <= goal:
+            seen += sizes[end]
+            end += 1
+        ranges.append(range(start, end))
+        start = end
+    ranges.append(range(start, len(sizes)))
+    return ranges
+
+
 def spare_core(loadavg_path: str = "/proc/loadavg") -> bool:
     """Whether the machine has a core that no task is running on now: fewer runnable tasks than
     cores, this thread included (Linux's ``/proc/loadavg``). True where that cannot be read."""
@@ -84,34 +116,60 @@ class MaskingHelper:
         self._connection: Connection | None = None
         self._version: str | None = None  # what the helper reported; None while it loads
         self._sent = 0  # request number, echoed in each answer
-        #: Batches whose second half the helper detected (the rest were detected by the caller alone).
+        #: Parts of batches that the helper detected (the rest were detected by the caller).
         self.answered = 0
 
     def detect_together(self, texts: list[str], policy: object, detect_here: Detect, version: str) -> list[list]:
         """``detect_here(texts)``, with the second half (by characters) of a large batch detected by
-        the helper meanwhile; ``version`` is the caller's ``Masker.version``, which the helper's
-        must equal. Whatever happens to the helper, the result is ``detect_here(texts)``'s."""
-        if len(texts) < 2 or sum(len(text) for text in texts) < MIN_CHARACTERS:
+        the helper meanwhile (``detect_parts`` of the two halves)."""
+        if len(texts) < 2:
             return detect_here(texts)
-        if not spare_core():
-            return detect_here(texts)  # the helper would only take a share of a busy core
+        split = split_point(texts)
+        halves = [texts[:split], texts[split:]]
+        return [found for half in self.detect_parts(halves, policy, detect_here, version) for found in half]
+
+    def detect_parts(
+        self, parts: list[list[str]], policy: object, detect_here: Detect, version: str
+    ) -> Iterator[list[list]]:
+        """``detect_here(part)`` of each part, in order, one at a time: the caller may work on a
+        part's detections before asking for the next. ``version`` is the caller's
+        ``Masker.version``, which the helper's must equal.
+
+        The helper takes every part after the first, in one request, and answers each as soon as it
+        is detected, while the caller detects the first. It is used for two parts or more of
+        ``MIN_CHARACTERS`` in all, on a machine with an idle core, when it is ready and no other
+        thread of this process holds it. A part the helper fails, or does not answer in time (more
+        than ``WAIT_FACTOR`` × the caller's pace, at least ``MIN_WAIT_SECONDS``: the helper is then
+        stopped), is detected here: whatever happens to the helper, each part's detections are
+        ``detect_here(part)``'s. Close the iterator, or read it to the end, to free the helper.
+        """
+        characters = sum(len(text) for part in parts for text in part)
+        if len(parts) < 2 or characters < MIN_CHARACTERS or not spare_core():
+            yield from map(detect_here, parts)  # a busy machine: the helper would share a core
+            return
         if not self._lock.acquire(blocking=False):
-            return detect_here(texts)  # another thread of this process holds the helper
+            yield from map(detect_here, parts)  # another thread of this process holds the helper
+            return
         try:
-            if not self._ready(version):
-                return detect_here(texts)
-            split = split_point(texts)
-            number = self._send(texts[split:], policy)
+            number = self._send(parts[1:], policy) if self._ready(version) else None
             if number is None:
-                return detect_here(texts)
+                yield from map(detect_here, parts)
+                return
             started = time.monotonic()
-            first = detect_here(texts[:split])  # if it raises, the answer is skipped by its number
-            second = self._receive(number, max(MIN_WAIT_SECONDS, WAIT_FACTOR * (time.monotonic() - started)))
-            if second is None or len(second) != len(texts) - split:
-                second = detect_here(texts[split:])
-            else:
-                self.answered += 1
-            return first + second
+            first = detect_here(parts[0])  # if it raises, the answers are skipped by their number
+            pace = (time.monotonic() - started) / max(1, sum(len(text) for text in parts[0]))
+            yield first
+            waiting = 0
+            for index, part in enumerate(parts[1:]):
+                waiting += sum(len(text) for text in part)
+                found = None
+                if self._connection is not None:
+                    found = self._receive(number, index, max(MIN_WAIT_SECONDS, WAIT_FACTOR * pace * waiting))
+                if found is None or len(found) != len(part):
+                    found = detect_here(part)
+                else:
+                    self.answered += 1
+                yield found
         finally:
             self._lock.release()
 
@@ -180,23 +238,24 @@ class MaskingHelper:
             child_end.close()
         self._process, self._connection = process, parent_end
 
-    def _send(self, texts: list[str], policy: object) -> int | None:
+    def _send(self, parts: list[list[str]], policy: object) -> int | None:
         self._sent += 1
         try:
-            self._connection.send((self._sent, texts, policy))  # type: ignore[union-attr]
+            self._connection.send((self._sent, parts, policy))  # type: ignore[union-attr]
         except (OSError, ValueError):
             self._stop()
             return None
         return self._sent
 
-    def _receive(self, number: int, timeout: float) -> list[list] | None:
-        """The helper's answer to request ``number`` (None when it failed on that batch), or None,
-        the helper stopped, when it dies or has not answered within ``timeout`` seconds."""
+    def _receive(self, number: int, index: int, timeout: float) -> list[list] | None:
+        """The helper's answer for part ``index`` of request ``number`` (None when it failed on
+        that part), or None, the helper stopped, when it dies or has not answered within
+        ``timeout`` seconds. Answers to earlier requests (a caller that gave up on them) are skipped."""
         deadline = time.monotonic() + timeout
         try:
             while self._connection.poll(max(0.0, deadline - time.monotonic())):  # type: ignore[union-attr]
-                answered, detections = self._connection.recv()  # type: ignore[union-attr]
-                if answered == number:
+                answered, part, detections = self._connection.recv()  # type: ignore[union-attr]
+                if (answered, part) == (number, index):
                     return detections
         except (EOFError, OSError):
             pass
@@ -205,9 +264,9 @@ class MaskingHelper:
 
 
 def serve(connection: Connection, parent_pid: int) -> None:
-    """The helper process: build the masker, report its version, then answer each
-    ``(number, texts, policy)`` with ``(number, detections)`` (None on any error) until the pipe
-    closes or the process that started it is gone."""
+    """The helper process: build the masker, report its version, then answer each part of each
+    ``(number, parts, policy)`` with ``(number, index, detections)`` (None on any error), in
+    order, until the pipe closes or the process that started it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
     from memory_service.pii.engine import get_masker
 
@@ -219,14 +278,15 @@ def serve(connection: Connection, parent_pid: int) -> None:
                 if os.getppid() != parent_pid:
                     return
                 continue
-            number, texts, policy = connection.recv()
+            number, parts, policy = connection.recv()
         except (EOFError, OSError):
             return
-        try:
-            detections = masker.detect_many(texts, policy)
-        except Exception:  # noqa: BLE001 - the caller detects this half itself and raises there
-            detections = None
-        connection.send((number, detections))
+        for index, texts in enumerate(parts):
+            try:
+                detections = masker.detect_many(texts, policy)
+            except Exception:  # noqa: BLE001 - the caller detects this part itself and raises there
+                detections = None
+            connection.send((number, index, detections))
 
 
 _helper = MaskingHelper()

@@ -66,6 +66,38 @@ def test_each_item_gets_the_outcome_a_single_write_would_give(api_client, write,
     assert verify_tenant_chain(tenant.id).ok
 
 
+def _long(text):
+    """``text`` padded to 200 characters: 60 such items are a request masked and stored in parts."""
+    return f"{text} " + "then the staging rollout resumed after the checks passed; " * 4
+
+
+def test_an_item_repeating_one_of_an_earlier_part_gets_the_outcome_a_single_write_would_give(api_client, tenant):
+    from memory_service.pii.helper import part_ranges
+
+    items = [_note(_long(f"plain note {i}")) for i in range(60)]
+    items[5] = items[50] = _note(_long("said twice"))
+    items[10] = items[55] = _note(_long("same body"), external_id="ext-a")
+    items[56] = _note(_long("another body"), external_id="ext-a")
+    ranges = part_ranges([len(item["text"]) for item in items])
+    part = {index: number for number, indexes in enumerate(ranges) for index in indexes}
+    assert len(ranges) > 2 and part[5] == part[10] == 0 and part[50] > 0 and part[55] > 0
+
+    results = _bulk(api_client, items)
+
+    statuses = [r["status"] for r in results]
+    assert statuses[50] == statuses[55] == 200 and statuses[56] == 409
+    assert statuses.count(201) == 57
+    assert results[50]["memory"]["id"] == results[5]["memory"]["id"]
+    assert results[55]["memory"]["id"] == results[10]["memory"]["id"]
+    assert results[56]["error"]["fields"] == {"external_id": ["Already used with a different body."]}
+    created_at = [r["memory"]["created_at"] for r in results if r["status"] == 201]
+    assert created_at == sorted(created_at)  # input order across the parts
+    with tenant_context(tenant.id):
+        assert Memory.objects.count() == 57
+        assert ActivityLog.objects.filter(operation="write").count() == 57
+    assert verify_tenant_chain(tenant.id).ok
+
+
 def test_a_superseding_item_is_written_in_its_place(api_client, tenant):
     old = _bulk(api_client, [_note("use npm", kind="decision", scope="repository", repository="r1")])[0]["memory"]
     items = [
@@ -107,6 +139,17 @@ def test_a_request_of_many_items_makes_a_fixed_number_of_queries(api_client, ten
 
     queries(1, "first")  # the token's first use of the minute is recorded once
     assert queries(200, "many") == queries(5, "few") <= 15
+
+
+def test_a_request_stored_in_parts_makes_a_fixed_number_of_queries(api_client, tenant):
+    def queries(count: int, prefix: str) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            results = _bulk(api_client, [_note(_long(f"{prefix} note {i}")) for i in range(count)])
+        assert {r["status"] for r in results} == {201}
+        return len(captured)
+
+    queries(1, "first")
+    assert queries(150, "many") == queries(60, "few") <= 60  # four parts, whatever their size
 
 
 def test_a_bulk_write_queues_its_embeddings_in_tasks_of_a_hundred(
@@ -180,7 +223,7 @@ def test_write_rows_in_the_activity_log_carry_kind_priority_and_the_time_taken(a
 
 def test_a_large_request_is_masked_over_two_processes_as_in_one(api_client, tenant, settings, monkeypatch):
     from memory_service.pii import get_masker
-    from memory_service.pii.helper import shared_helper
+    from memory_service.pii.helper import PART_SHARES, shared_helper
     from tests.pii.test_helper import wait_until_ready
 
     settings.PII_HELPER_PROCESS = True
@@ -195,7 +238,7 @@ def test_a_large_request_is_masked_over_two_processes_as_in_one(api_client, tena
 
     results = _bulk(api_client, [_note(text) for text in texts])
 
-    assert helper.answered == answered + 1
+    assert helper.answered == answered + len(PART_SHARES) - 1  # every part after the first
     stored = [r["memory"]["text"] for r in results]
     first = r"<PERSON_\w{12}> moved the cut-over of service 0 to Friday; mail <EMAIL_ADDRESS_\w{12}>\."
     assert re.fullmatch(first, stored[0])
@@ -203,4 +246,4 @@ def test_a_large_request_is_masked_over_two_processes_as_in_one(api_client, tena
     settings.PII_HELPER_PROCESS = False
     again = _bulk(api_client, [_note(text, user="u2") for text in texts])
     assert [r["memory"]["text"] for r in again] == stored
-    assert helper.answered == answered + 1
+    assert helper.answered == answered + len(PART_SHARES) - 1

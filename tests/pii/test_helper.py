@@ -1,5 +1,6 @@
-"""The masking helper process: half of a large batch detected in another process, the same
-detections as in one, and nothing lost when the helper is missing, slow to load or killed."""
+"""The masking helper process: half of a large batch, or the parts after the first, detected in
+another process, the same detections as in one, and nothing lost when the helper is missing, slow
+to load or killed."""
 
 import time
 
@@ -7,7 +8,15 @@ import pytest
 
 from memory_service.pii import MaskingPolicy
 from memory_service.pii import helper as helper_module
-from memory_service.pii.helper import MIN_CHARACTERS, MaskingHelper, shared_helper, spare_core, split_point
+from memory_service.pii.helper import (
+    MIN_CHARACTERS,
+    PART_SHARES,
+    MaskingHelper,
+    part_ranges,
+    shared_helper,
+    spare_core,
+    split_point,
+)
 
 NOTES = [
     "Per Maria Gonzalez, the pgbouncer pool stays at 20 connections (note {n}); mail maria.g@example.com.",
@@ -103,6 +112,83 @@ def test_an_error_in_the_helper_leaves_its_half_to_the_caller(masker, helper):
     assert found == [["here"]] * len(texts)
     assert helper.answered == answered
     assert helper.state(masker.version) == "ready", "an error is answered; the helper stays"
+
+
+def parts_of(texts: list[str]) -> list[list[str]]:
+    return [[texts[index] for index in indexes] for indexes in part_ranges([len(text) for text in texts])]
+
+
+def test_parts_are_masked_one_at_a_time_as_in_one_process(masker, helper):
+    texts = batch(150)
+    parts = parts_of(texts)
+    policy = MaskingPolicy(tenant_id="tenant-a", mode="pseudonym", pseudonym_key=b"test-key")
+    answered = helper.answered
+    expected = masker.mask_each(texts, policy)
+
+    masked = masker.mask_parts(parts, policy, parallel=True)
+    first = next(masked)
+    assert helper.state(masker.version) == "busy", "held until the last part is read"
+    rest = list(masked)
+
+    assert [len(part) for part in [first, *rest]] == [len(part) for part in parts] and len(parts) == len(PART_SHARES)
+    assert [result for part in [first, *rest] for result in part] == expected
+    assert helper.answered == answered + len(parts) - 1
+    assert helper.state(masker.version) == "ready"
+
+
+def test_parts_left_unread_free_the_helper_when_closed(masker, helper):
+    texts = batch(150)
+    policy = MaskingPolicy(tenant_id="t")
+    masked = masker.mask_parts(parts_of(texts), policy, parallel=True)
+    next(masked)
+    masked.close()
+
+    assert helper.state(masker.version) == "ready"
+    # The answers left in the pipe belong to the closed request: the next one skips them.
+    assert masker.mask_each(texts, policy, parallel=True) == masker.mask_each(texts, policy)
+
+
+def test_a_helper_killed_between_parts_leaves_the_rest_to_the_caller(masker, helper):
+    texts = batch(150)
+    parts = parts_of(texts)
+    policy = MaskingPolicy(tenant_id="t")
+    expected = masker.mask_each(texts, policy)
+    answered = helper.answered
+
+    masked = masker.mask_parts(parts, policy, parallel=True)
+    first = next(masked)
+    helper._process.kill()
+    rest = list(masked)
+
+    assert [result for part in [first, *rest] for result in part] == expected
+    assert helper.answered < answered + len(parts) - 1  # some parts were detected here
+    wait_until_ready(helper, masker.version)
+
+
+def test_without_the_helper_parts_are_masked_here_in_order(masker):
+    texts = batch(150)
+    parts = parts_of(texts)
+    policy = MaskingPolicy(tenant_id="t")
+
+    masked = list(masker.mask_parts(parts, policy))
+
+    assert [result for part in masked for result in part] == masker.mask_each(texts, policy)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "expected"),
+    [
+        ([100] * 100, [range(0, 30), range(30, 60), range(60, 85), range(85, 100)]),  # 10,000 characters
+        ([MIN_CHARACTERS // 10] * 10, [range(0, 3), range(3, 6), range(6, 8), range(8, 10)]),
+        ([MIN_CHARACTERS, 1, 1, 1], [range(0, 1), range(1, 2), range(2, 3), range(3, 4)]),  # an item each
+        ([1, 1, 1, MIN_CHARACTERS], [range(0, 1), range(1, 2), range(2, 3), range(3, 4)]),
+        ([MIN_CHARACTERS, MIN_CHARACTERS], [range(0, 2)]),  # fewer items than parts
+        ([40] * 100, [range(0, 100)]),  # too little text to share
+    ],
+)
+def test_the_parts_follow_the_shares_with_an_item_each(sizes, expected):
+    assert PART_SHARES == (0.3, 0.3, 0.25, 0.15)
+    assert part_ranges(sizes) == expected
 
 
 @pytest.mark.parametrize(
