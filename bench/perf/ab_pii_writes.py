@@ -159,7 +159,9 @@ def main() -> None:
             started = time.strftime("%H:%M:%S", time.gmtime())
             process = stack.start_web(extra_env=NO_LIMITS | env, app_dir=app_dir)
             try:
+                helper = stack.wait_for_masking_helper()
                 figures = run_server(args, specs, sizes, tenants, round_)
+                figures["helper"] = helper
             finally:
                 stack.stop_process(process)
             figures["deleted"] = delete_written(figures.pop("ids"))

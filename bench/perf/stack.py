@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -190,6 +191,29 @@ def start_web(extra_env: dict | None = None, app_dir: Path = APP_DIR, port: int 
             time.sleep(0.3)
     stop_process(process)
     raise SystemExit("uvicorn did not answer /healthz within 60 s")
+
+
+def wait_for_masking_helper(port: int = WEB_PORT, timeout: float = 90.0) -> str:
+    """Wait until the web server's masking helper has loaded (``/readyz``: ``pii.helper`` "ready",
+    or "off" where there is none), so that timed bulk writes do not run while it loads; its state."""
+    deadline = time.monotonic() + timeout
+    state = "unknown"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:  # noqa: S310
+                body = response.read()
+        except urllib.error.HTTPError as unavailable:  # 503 without a worker: the checks still come
+            body = unavailable.read()
+        except OSError:
+            body = b"{}"
+        try:
+            state = json.loads(body)["checks"]["pii"].get("helper", "off")
+        except (ValueError, KeyError):
+            state = "unknown"
+        if state in ("ready", "off"):
+            return state
+        time.sleep(0.5)
+    raise SystemExit(f"the masking helper did not load within {timeout:.0f} s (state: {state})")
 
 
 def start_worker() -> subprocess.Popen:
