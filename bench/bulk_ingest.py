@@ -155,8 +155,9 @@ def main() -> None:
             f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} cores. Requests of {args.size} English notes "
             f"(one person named in each), {args.requests} counted requests per client after one that is not; "
             "memories created per second of wall time; two passes, the second in reverse order. Helper: "
-            "each web process masks half of a batch in its masking helper process (`PII_HELPER_PROCESS`, "
-            "the default on two cores), given 8 s to load after the server answers.",
+            "each web process's masking helper process (`PII_HELPER_PROCESS`, the default on two cores) "
+            "masks the later parts of a batch while the web process masks the first and stores each part; "
+            "given 8 s to load after the server answers.",
             "",
             "| policy | web processes | clients | helper | memories/s, pass 1 | pass 2 |",
             "|---|---|---|---|---|---|",

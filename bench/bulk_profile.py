@@ -39,7 +39,8 @@ STEPS = [
     ),
     ("mask: regex tier", "memory_service.pii.engine", "Masker._regex_spans"),
     ("mask: name tier", "memory_service.pii.engine", "Masker._find_names"),
-    ("mask: whole batch", "memory_service.pii.engine", "Masker.mask_each"),
+    ("mask: this process's parts, in all", "memory_service.pii.engine", "Masker._detect_all"),
+    ("mask: waiting for the helper's parts", "memory_service.pii.helper", "MaskingHelper._receive"),
     ("check, hash, take the masked values", "memory_service.memories.services", "_write_checked"),
     ("repeat lookups (external_id, dedup)", "memory_service.memories.services", "_Stored.for_writes"),
     ("build rows (search document, stems)", "memory_service.memories.services", "_new_memory"),
@@ -122,8 +123,8 @@ def policy_clients() -> dict:
     return policies
 
 
-#: Columns: masking policy, and whether the masking helper process takes half of each batch
-#: (``PII_HELPER_PROCESS``, on by default on more than one core).
+#: Columns: masking policy, and whether the masking helper process masks the parts of each batch
+#: after the first (``PII_HELPER_PROCESS``, on by default on more than one core).
 VARIANTS = {
     "regex + names": True,
     "regex + names, one process": False,
@@ -194,10 +195,11 @@ def section(args, policies, totals, request_s, items_done) -> tuple[list[str], l
         f"{args.size} English notes (200–300 characters, one person named in each) called in process "
         "(middleware, token, view, services, commit; no socket), alternating the columns, "
         f"{args.requests} requests each after one not counted. Steps are timed by wrapping their "
-        "functions; a nested step's time is also inside its parent's (the tiers inside the batch). "
-        "With the masking helper (`PII_HELPER_PROCESS`, the default on two cores), the tiers' rows "
-        "time this process's half of the batch; the whole batch's row includes the wait for the "
-        "helper's half.",
+        "functions; a nested step's time is also inside its parent's (the tiers inside \"this "
+        "process's parts\"). A request is masked and stored in four parts (`helper.part_ranges`); with "
+        "the masking helper (`PII_HELPER_PROCESS`, the default on two cores) this process masks the "
+        "first and the helper the others while this process stores each part, so the mask rows time "
+        "this process's part and its waits for the helper's.",
         "",
         "| step | " + " | ".join(f"{p}: ms per item" for p in policies) + " |",
         "|---|" + "---|" * len(policies),
