@@ -23,7 +23,7 @@ Lifecycle
 What crosses the pipe
     The texts and the policy (its pseudonym key included) go to the helper; the detections come
     back. Nothing is logged: an error in the helper is answered with no detections, and the
-    caller detects that half itself, so an error is raised, if at all, where the text came from.
+    caller detects that part itself, so an error is raised, if at all, where the text came from.
 """
 
 import multiprocessing
@@ -40,9 +40,9 @@ from typing import Any
 #: batches of ~30 notes and more.
 MIN_CHARACTERS = 8_000
 
-#: The longest wait for the helper's half, as a multiple of the time the caller took for its own
-#: half, and at least ``MIN_WAIT_SECONDS``. Past it, the helper is stopped and the caller detects
-#: that half too.
+#: The longest wait for a part the helper detects, as a multiple of the time the caller would take
+#: for it at the pace of its own part, and at least ``MIN_WAIT_SECONDS``. Past it, the helper is
+#: stopped and the caller detects that part and the rest too.
 WAIT_FACTOR = 4
 MIN_WAIT_SECONDS = 10.0
 
