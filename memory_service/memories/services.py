@@ -230,8 +230,16 @@ def _record_write(*, principal: Principal, action: Action, memory: Memory, detai
 
 
 def _link_supersessions(*, principal: Principal, memory: Memory, supersedes: list[dict]) -> None:
+    """Link ``memory`` as the replacement of each memory of ``supersedes``. NotFoundError (404)
+    naming the field when one is missing or not the token's to read (another tenant's looks the
+    same on purpose)."""
     for item in supersedes:
-        old = memory_get(principal=principal, memory_id=item["id"])
+        try:
+            old = memory_get(principal=principal, memory_id=item["id"])
+        except NotFoundError as exc:
+            raise NotFoundError(
+                "No such memory to supersede.", fields={"supersedes": [f"No memory {item['id']}."]}
+            ) from exc
         if old.id == memory.id:
             raise ValidationError("A memory cannot supersede itself.", fields={"supersedes": ["Self reference."]})
         check_supersede(old=old, new=memory, field="supersedes")

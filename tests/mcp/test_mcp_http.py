@@ -152,7 +152,9 @@ def test_it_shows_another_tenant_nothing(live_server_url, acme, charlie):
 def test_it_refuses_a_missing_or_bad_token_with_401(live_server_url, acme):
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}
-    for auth in (None, "Bearer nope.nope", f"Bearer {acme[1][:-1]}x"):
+    token = acme[1]
+    altered = token[:-1] + ("y" if token.endswith("x") else "x")  # one character off, never the token itself
+    for auth in (None, "Bearer nope.nope", f"Bearer {altered}"):
         response = httpx.post(f"{live_server_url}/mcp/", json=body,
                               headers=headers | ({"Authorization": auth} if auth else {}))  # fmt: skip
         assert response.status_code == 401

@@ -303,6 +303,29 @@ def test_it_supersedes_on_create(api_client, write):
     assert api_client.get(f"/api/v1/memories/{old['id']}").json()["status"] == "superseded"
 
 
+def test_superseding_a_missing_or_foreign_memory_is_a_404_naming_the_field(api_client, other_client, write):
+    theirs = other_client.post(
+        "/api/v1/memories", {"scope": "user", "user": "u1", "kind": "decision", "text": "theirs"}, format="json"
+    ).json()
+    missing = "2229ad26-91ce-2fb7-96a7-0f22f83f8ffe"
+    for memory_id in (missing, theirs["id"]):
+        response = api_client.post(
+            "/api/v1/memories",
+            {"scope": "user", "user": "u1", "kind": "decision", "text": f"replaces {memory_id}",
+             "supersedes": [{"id": memory_id}]},
+            format="json",
+        )  # fmt: skip
+        assert response.status_code == 404
+        assert response.json()["error"] == {
+            "code": "not_found",
+            "message": "No such memory to supersede.",
+            "fields": {"supersedes": [f"No memory {memory_id}."]},
+        }
+    assert api_client.get("/api/v1/memories").json()["results"] == []  # nothing stored
+    schema = api_client.get("/openapi.json").json()
+    assert "404" in schema["paths"]["/api/v1/memories"]["post"]["responses"]
+
+
 def test_it_promotes_only_with_admin_permission(api_client, write, tenant):
     memory_id = write(text="validated lesson", kind="lesson").json()["id"]
     writer = client_for(make_token(tenant).raw)

@@ -46,6 +46,9 @@ from tenants.services import actor_of
 
 MEMORY_ID = OpenApiParameter("memory_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
 CONFLICT = error_response("The external_id was used with a different body, or the text duplicates another memory")
+SUPERSEDED_MISSING = error_response(
+    "A memory named in `supersedes` is missing, or another tenant's (indistinguishable on purpose)"
+)
 
 
 def identifier_path(name: str) -> OpenApiParameter:
@@ -122,6 +125,7 @@ class MemoryListApi(APIView):
         responses={
             201: MemoryWriteOutputSerializer,
             200: OpenApiResponse(MemoryWriteOutputSerializer, "a repeat"),
+            404: SUPERSEDED_MISSING,
             409: CONFLICT,
         },
     )
