@@ -45,6 +45,10 @@ MIN_CHARACTERS = 8_000
 #: stopped and the caller detects that part and the rest too.
 WAIT_FACTOR = 4
 MIN_WAIT_SECONDS = 10.0
+#: The pace assumed when the caller's own part is quicker than this, in seconds per character
+#: (about five times the name tier's measured pace): an empty or tiny first part cannot shorten
+#: the wait for large later ones.
+SLOWEST_PACE = 50e-6
 
 #: How often an idle helper checks that the process that started it is still alive.
 ORPHAN_CHECK_SECONDS = 5.0
@@ -141,7 +145,9 @@ class MaskingHelper:
         thread of this process holds it. A part the helper fails, or does not answer in time (more
         than ``WAIT_FACTOR`` × the caller's pace, at least ``MIN_WAIT_SECONDS``: the helper is then
         stopped), is detected here: whatever happens to the helper, each part's detections are
-        ``detect_here(part)``'s. Close the iterator, or read it to the end, to free the helper.
+        ``detect_here(part)``'s. Close the iterator, or read it to the end, to free the helper;
+        closed (or failed) before the helper's last answer was read, it stops the helper, whose
+        unread answers could otherwise block the pipe, and the next large batch starts another.
         """
         characters = sum(len(text) for part in parts for text in part)
         if len(parts) < 2 or characters < MIN_CHARACTERS or not spare_core():
@@ -150,14 +156,17 @@ class MaskingHelper:
         if not self._lock.acquire(blocking=False):
             yield from map(detect_here, parts)  # another thread of this process holds the helper
             return
+        unread = 0  # answers the helper still owes this request
         try:
             number = self._send(parts[1:], policy) if self._ready(version) else None
             if number is None:
                 yield from map(detect_here, parts)
                 return
+            unread = len(parts) - 1
             started = time.monotonic()
-            first = detect_here(parts[0])  # if it raises, the answers are skipped by their number
-            pace = (time.monotonic() - started) / max(1, sum(len(text) for text in parts[0]))
+            first = detect_here(parts[0])
+            own = sum(len(text) for text in parts[0])
+            pace = max(SLOWEST_PACE, (time.monotonic() - started) / own) if own else SLOWEST_PACE
             yield first
             waiting = 0
             for index, part in enumerate(parts[1:]):
@@ -165,12 +174,18 @@ class MaskingHelper:
                 found = None
                 if self._connection is not None:
                     found = self._receive(number, index, max(MIN_WAIT_SECONDS, WAIT_FACTOR * pace * waiting))
+                    unread -= 1
                 if found is None or len(found) != len(part):
                     found = detect_here(part)
                 else:
                     self.answered += 1
                 yield found
         finally:
+            if unread > 0 and self._connection is not None:
+                # Left before every answer was read (an error here, or the caller stopped asking):
+                # unread answers could fill the pipe and block the helper, and the next request
+                # behind it. A new helper is started on the next large batch.
+                self._stop()
             self._lock.release()
 
     def start(self) -> None:

@@ -98,6 +98,21 @@ def test_an_item_repeating_one_of_an_earlier_part_gets_the_outcome_a_single_writ
     assert verify_tenant_chain(tenant.id).ok
 
 
+def test_a_character_that_cannot_be_stored_in_a_later_part_refuses_that_item_alone(api_client, tenant):
+    from memory_service.pii.helper import part_ranges
+
+    items = [_note(_long(f"Priya Raman reviewed change {i}")) for i in range(60)]
+    items[50] = _note(_long("Kenji Watanabe pasted \x00 a NUL"))
+    assert len(part_ranges([len(item["text"]) for item in items])) > 1
+
+    results = _bulk(api_client, items)
+
+    assert [r["status"] for r in results] == [201] * 50 + [400] + [201] * 9
+    assert "text" in results[50]["error"]["fields"]
+    stored = [r["memory"]["text"] for r in results if r["status"] == 201]
+    assert not any("Priya" in text or "Raman" in text for text in stored)  # the other parts masked as ever
+
+
 def test_a_superseding_item_is_written_in_its_place(api_client, tenant):
     old = _bulk(api_client, [_note("use npm", kind="decision", scope="repository", repository="r1")])[0]["memory"]
     items = [

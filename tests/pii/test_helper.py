@@ -2,6 +2,8 @@
 another process, the same detections as in one, and nothing lost when the helper is missing, slow
 to load or killed."""
 
+import os
+import signal
 import time
 
 import pytest
@@ -136,16 +138,35 @@ def test_parts_are_masked_one_at_a_time_as_in_one_process(masker, helper):
     assert helper.state(masker.version) == "ready"
 
 
-def test_parts_left_unread_free_the_helper_when_closed(masker, helper):
+def test_parts_left_unread_stop_the_helper_and_the_next_batch_gets_a_new_one(masker, helper):
     texts = batch(150)
     policy = MaskingPolicy(tenant_id="t")
     masked = masker.mask_parts(parts_of(texts), policy, parallel=True)
     next(masked)
+    stopped = helper._process
     masked.close()
 
-    assert helper.state(masker.version) == "ready"
-    # The answers left in the pipe belong to the closed request: the next one skips them.
+    assert not stopped.is_alive(), "its unread answers could block the pipe"
+    assert helper.state(masker.version) == "loading"  # not held: a new helper is starting
+    wait_until_ready(helper, masker.version)
+    answered = helper.answered
     assert masker.mask_each(texts, policy, parallel=True) == masker.mask_each(texts, policy)
+    assert helper.answered == answered + 1  # the new helper answered
+
+
+def test_an_error_in_the_first_part_stops_the_helper_and_frees_it(masker, helper):
+    texts = batch(150)
+    stopped = helper._process
+
+    def failing(part):
+        raise RuntimeError("the caller's own part failed")
+
+    with pytest.raises(RuntimeError):
+        list(helper.detect_parts(parts_of(texts), MaskingPolicy(tenant_id="t"), failing, masker.version))
+
+    assert not stopped.is_alive()
+    assert helper.state(masker.version) == "loading"
+    wait_until_ready(helper, masker.version)
 
 
 def test_a_helper_killed_between_parts_leaves_the_rest_to_the_caller(masker, helper):
@@ -155,13 +176,14 @@ def test_a_helper_killed_between_parts_leaves_the_rest_to_the_caller(masker, hel
     expected = masker.mask_each(texts, policy)
     answered = helper.answered
 
+    os.kill(helper._process.pid, signal.SIGSTOP)  # it takes the request but answers nothing
     masked = masker.mask_parts(parts, policy, parallel=True)
     first = next(masked)
     helper._process.kill()
     rest = list(masked)
 
     assert [result for part in [first, *rest] for result in part] == expected
-    assert helper.answered < answered + len(parts) - 1  # some parts were detected here
+    assert helper.answered == answered  # every later part was detected here
     wait_until_ready(helper, masker.version)
 
 
