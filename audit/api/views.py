@@ -6,6 +6,7 @@ from audit.models import Action
 from audit.selectors import audit_event_list
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer
+from memory_service.fields import BoundedCharField
 from memory_service.schema import ADMIN
 from tenants.models import Permission
 
@@ -33,9 +34,9 @@ class AuditEventListApi(APIView):
 
     class FilterSerializer(CursorFilterSerializer):
         action = serializers.ChoiceField(choices=Action.choices, required=False)
-        actor = serializers.CharField(required=False, max_length=200)
-        resource_type = serializers.CharField(required=False, max_length=32)
-        resource_id = serializers.CharField(required=False, max_length=64)
+        actor = BoundedCharField(required=False, max_length=200)
+        resource_type = BoundedCharField(required=False, max_length=32)
+        resource_id = BoundedCharField(required=False, max_length=64)
         since = serializers.DateTimeField(required=False)
         until = serializers.DateTimeField(required=False)
 

@@ -12,6 +12,7 @@ from audit.models import Action
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer, StrictSerializer
 from memory_service.exceptions import ValidationError
+from memory_service.fields import BoundedCharField
 from memory_service.parsers import JsonParser
 from memory_service.schema import ADMIN, AGENT, error_response
 from proposals.models import ProposalStatus
@@ -147,8 +148,8 @@ class ProposalListApi(APIView):
     audit_read = ("proposal", Action.RETRIEVE)
 
     class InputSerializer(StrictSerializer):
-        repository = serializers.CharField(max_length=128)
-        section = serializers.CharField(max_length=200)
+        repository = BoundedCharField(max_length=128)
+        section = BoundedCharField(max_length=200)
         addition = serializers.CharField(max_length=2000, trim_whitespace=False)
         reasoning = serializers.CharField(max_length=4000, trim_whitespace=False)
 

@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memory_service.api.serializers import StrictSerializer
+from memory_service.fields import BoundedCharField
 from memory_service.schema import ADMIN
 from tenants.models import Permission
 from tenants.selectors import token_get, token_list_read
@@ -28,7 +29,7 @@ class TokenListApi(APIView):
     required_permission = Permission.ADMIN
 
     class InputSerializer(StrictSerializer):
-        name = serializers.CharField(max_length=50)
+        name = BoundedCharField(max_length=50)
         permissions = serializers.ListField(
             child=serializers.ChoiceField(choices=Permission.values), required=False, allow_empty=False, min_length=1
         )

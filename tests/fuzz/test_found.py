@@ -105,3 +105,22 @@ def test_it_answers_401_for_a_bearer_token_with_a_nul_character(tenant):
     from tests.conftest import client_for
 
     assert client_for("ab\x00cd.secret").get("/api/v1/memories").status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "field", "limit"),
+    [
+        ("/api/v1/tokens", {"name": " " + "n" * 50, "permissions": ["memory:read"]}, "name", 50),
+        ("/api/v1/memories", {"scope": "user", "user": "u1", "text": "t", "title": "\u0085" + "t" * 512}, "title", 512),
+        ("/api/v1/memories", {"scope": "user", "user": "u1", "text": "t", "tags": ["x" * 64 + " "]}, "tags", 64),
+        ("/api/v1/proposals", {"repository": "web", "section": " " + "s" * 200, "addition": "x", "reasoning": "r"},
+         "section", 200),
+    ],
+)  # fmt: skip
+def test_a_limit_bounds_the_value_as_sent_before_whitespace_is_trimmed(api_client, url, body, field, limit):
+    """The schema says ``maxLength``; DRF trimmed first, so one space over the limit passed (ST201)."""
+    response = api_client.post(url, body, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()["error"]["fields"]
+    document = _served_document()
+    assert json.dumps(document).count(f'"maxLength": {limit}') >= 1

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from audit.services import user_pseudonym
 from memory_service.api.serializers import StrictSerializer
 from memory_service.erasure.services import user_erase
+from memory_service.fields import BoundedCharField
 from memory_service.schema import ADMIN
 from tenants.models import Permission
 
@@ -21,7 +22,7 @@ class ErasureCreateApi(APIView):
 
     @extend_schema_serializer(component_name="ErasureInput")
     class InputSerializer(StrictSerializer):
-        user = serializers.CharField(max_length=128)
+        user = BoundedCharField(max_length=128)
 
     @extend_schema_serializer(component_name="ErasureCounts")
     class OutputSerializer(serializers.Serializer):

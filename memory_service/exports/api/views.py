@@ -11,6 +11,7 @@ from memory_service.api.serializers import StrictSerializer
 from memory_service.exports.models import ExportStatus
 from memory_service.exports.selectors import export_job_get, export_job_read
 from memory_service.exports.services import export_job_download, export_job_request
+from memory_service.fields import BoundedCharField
 from memory_service.schema import ADMIN
 from tenants.models import Permission
 
@@ -38,7 +39,7 @@ class ExportCreateApi(APIView):
 
     @extend_schema_serializer(component_name="ExportStartInput")
     class InputSerializer(StrictSerializer):
-        user = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+        user = BoundedCharField(max_length=128, required=False, allow_blank=True, default="")
 
     @extend_schema_serializer(component_name="ExportStarted")
     class OutputSerializer(serializers.Serializer):

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from memory_service.api.serializers import StrictSerializer
+from memory_service.fields import BoundedCharField
 from memory_service.memories.models import Confidence, Kind, Lifecycle, Priority, Scope
 from memory_service.memories.services import (
     MAX_RAW_TEXT_CHARS,
@@ -14,7 +15,7 @@ from tenants.identifiers import IDENTIFIER_RE, is_identifier
 
 
 def identifier_field(**kwargs):
-    return serializers.CharField(max_length=128, required=False, allow_blank=True, default="", **kwargs)
+    return BoundedCharField(max_length=128, required=False, allow_blank=True, default="", **kwargs)
 
 
 class SupersedeItemSerializer(StrictSerializer):
@@ -44,14 +45,12 @@ class MemoryInputSerializer(StrictSerializer):
     repository = identifier_field()
     session = identifier_field()
     priority = serializers.ChoiceField(choices=Priority.choices, default=Priority.NORMAL)
-    title = serializers.CharField(max_length=MAX_TITLE_CHARS, required=False, allow_blank=True, default="")
+    title = BoundedCharField(max_length=MAX_TITLE_CHARS, required=False, allow_blank=True, default="")
     tags = serializers.ListField(
-        child=serializers.CharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False, default=list
+        child=BoundedCharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False, default=list
     )
     metadata = serializers.DictField(required=False, default=dict, validators=[validate_metadata])
-    solved_query = serializers.CharField(
-        max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True, default=""
-    )
+    solved_query = BoundedCharField(max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True, default="")
     external_id = serializers.RegexField(IDENTIFIER_RE, required=False, allow_blank=True, default="")
     occurred_at = serializers.DateTimeField(required=False, default=None)
     valid_until = serializers.DateTimeField(required=False, allow_null=True, default=None)
@@ -63,12 +62,10 @@ class MemoryUpdateSerializer(StrictSerializer):
     text = serializers.CharField(max_length=MAX_RAW_TEXT_CHARS, trim_whitespace=False, required=False)
     kind = serializers.ChoiceField(choices=Kind.choices, required=False)
     priority = serializers.ChoiceField(choices=Priority.choices, required=False)
-    title = serializers.CharField(max_length=MAX_TITLE_CHARS, required=False, allow_blank=True)
-    tags = serializers.ListField(
-        child=serializers.CharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False
-    )
+    title = BoundedCharField(max_length=MAX_TITLE_CHARS, required=False, allow_blank=True)
+    tags = serializers.ListField(child=BoundedCharField(max_length=MAX_TAG_CHARS), max_length=MAX_TAGS, required=False)
     metadata = serializers.DictField(required=False, validators=[validate_metadata])
-    solved_query = serializers.CharField(max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True)
+    solved_query = BoundedCharField(max_length=MAX_SOLVED_QUERY_CHARS, required=False, allow_blank=True)
     occurred_at = serializers.DateTimeField(required=False)
     valid_until = serializers.DateTimeField(required=False, allow_null=True)
     lifecycle = serializers.ChoiceField(choices=Lifecycle.choices, required=False, allow_blank=True)

@@ -11,6 +11,7 @@ from audit.models import Action
 from memory_service.api.pagination import ApiCursorPagination
 from memory_service.api.serializers import CursorFilterSerializer
 from memory_service.exceptions import ValidationError, error_for
+from memory_service.fields import BoundedCharField
 from memory_service.memories.api.serializers import (
     MemoryInputSerializer,
     MemoryOutputSerializer,
@@ -88,7 +89,7 @@ class MemoryListApi(APIView):
         user = serializers.RegexField(IDENTIFIER_RE, required=False)
         repository = serializers.RegexField(IDENTIFIER_RE, required=False)
         session = serializers.RegexField(IDENTIFIER_RE, required=False)
-        tag = serializers.CharField(required=False, max_length=64)
+        tag = BoundedCharField(required=False, max_length=64)
 
     @property
     def required_permission(self):
@@ -314,7 +315,7 @@ class SessionNoteApi(APIView):
 
     class InputSerializer(StrictSerializer):
         text = serializers.CharField(max_length=65_536, trim_whitespace=False)
-        title = serializers.CharField(max_length=512, required=False, allow_blank=True, default="")
+        title = BoundedCharField(max_length=512, required=False, allow_blank=True, default="")
         user = identifier_field()
         repository = identifier_field()
 
@@ -429,7 +430,7 @@ class ActivityListApi(APIView):
 
     class FilterSerializer(CursorFilterSerializer):
         operation = serializers.ChoiceField(choices=ActivityLog.Operation.choices, required=False)
-        client = serializers.CharField(required=False, max_length=50)
+        client = BoundedCharField(required=False, max_length=50)
         since = serializers.DateTimeField(required=False)
         until = serializers.DateTimeField(required=False)
         zero_hits = serializers.BooleanField(
