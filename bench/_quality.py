@@ -33,17 +33,20 @@ def _utc(value: str) -> datetime:
 
 def _store(principal, items: list[dict]) -> dict:
     """external id → memory id of ``items`` (``memory_create`` arguments), written as a bulk request
-    writes them, 500 at a time."""
-    from memory_service.memories.services import memory_create
+    writes them (``memory_create_many``), 500 at a time."""
+    from memory_service.exceptions import ApplicationError
+    from memory_service.memories.services import memory_create_many
     from tenants.context import tenant_context
-    from tenants.masking import masking_batch
 
     ids = {}
     for start in range(0, len(items), 500):
         chunk = items[start : start + 500]
-        with tenant_context(principal.tenant_id), masking_batch(tenant=principal.tenant, values=chunk):
-            for item in chunk:
-                ids[item["external_id"]] = memory_create(principal=principal, **item).memory.id
+        with tenant_context(principal.tenant_id):
+            results = memory_create_many(principal=principal, items=chunk)
+        for item, result in zip(chunk, results, strict=True):
+            if isinstance(result, ApplicationError):
+                raise result
+            ids[item["external_id"]] = result.memory.id
     return ids
 
 

@@ -1,11 +1,10 @@
 """Retrieval quality through the service's own search: recall@1/5/10 and MRR per split and kind.
 
-Loads the labelled sets of bench/datasets/ through the service's write path (``memory_create``
-inside a ``masking_batch``, as ``POST /api/v1/memories/bulk`` does: masking, the search document,
-supersession links), embeds them with each embedder as the worker would, then asks every question
-through ``memory_search`` — a scoped request as an agent sends it, recency and status rules on —
-with a ``Ranking``: lexical only, dense only, and fused variants. Nothing of the pipeline is
-copied here.
+Loads the labelled sets of bench/datasets/ through the service's write path (``memory_create_many``,
+as ``POST /api/v1/memories/bulk`` does: masking, the search document, supersession links), embeds
+them with each embedder as the worker would, then asks every question through ``memory_search`` — a
+scoped request as an agent sends it, recency and status rules on — with a ``Ranking``: lexical only,
+dense only, and fused variants. Nothing of the pipeline is copied here.
 
 - ``life_chats/``: long two-person conversations, one user-scope memory per turn
   ("<speaker>: <text>", dated by its session); questions of four kinds, split by conversation

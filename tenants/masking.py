@@ -61,9 +61,9 @@ def _add_counts(total: dict[str, int], more: dict[str, int]) -> None:
         total[entity] = total.get(entity, 0) + count
 
 
-#: Texts masked ahead in one batch (``masking_batch``): (tenant id, policy, results by text).
+#: Texts masked ahead for a part of a bulk write (``masking_parts``): (tenant id, policy, results by text).
 _batch: ContextVar[tuple[object, MaskingPolicy, dict[str, MaskResult]] | None] = ContextVar(
-    "masking_batch", default=None
+    "masking_parts", default=None
 )
 
 
@@ -79,34 +79,17 @@ def _strings(value) -> list[str]:
     return []
 
 
-@contextmanager
-def masking_batch(*, tenant: Tenant, values: list) -> Iterator[None]:
-    """Mask every string in ``values`` (e.g. the items of a bulk write) in one batch, so the name
-    tier reads them together (spaCy's ``nlp.pipe``); ``mask_fields`` calls for the same tenant inside
-    the block take these results instead of masking again. Nothing changes in what is masked: same
-    masker, same policy. A batch that cannot be masked (a tier missing, a character that cannot be
-    stored) is skipped: each ``mask_fields`` call then raises its own error. With
-    ``PII_HELPER_PROCESS`` on, a large batch is masked on two cores (``memory_service/pii/helper.py``).
-    """
-    policy = tenant_masking_policy(tenant)
-    unique = _storable_strings(values)
-    try:
-        masked = get_masker().mask_each(unique, policy, parallel=settings.PII_HELPER_PROCESS)
-        prepared = dict(zip(unique, masked, strict=True))
-    except PiiTierUnavailable:
-        prepared = {}
-    with _using(tenant, policy, prepared):
-        yield
-
-
 def masking_parts(*, tenant: Tenant, values: list) -> Iterator[tuple[range, AbstractContextManager]]:
-    """``masking_batch`` of ``values`` (the items of a bulk write) part by part, so that the caller
-    can store one part while the next is masked: yields, in order, the indexes of each part's
-    values and a context in which ``mask_fields`` takes their masked strings. A large batch has
+    """Mask every string in ``values`` (the items of a bulk write) part by part, each part in one
+    batch so the name tier reads it together (spaCy's ``nlp.pipe``), so that the caller can store
+    one part while the next is masked: yields, in order, the indexes of each part's values and a
+    context in which ``mask_fields`` calls for the same tenant take their masked strings instead of
+    masking again. Nothing changes in what is masked: same masker, same policy. A large batch has
     several parts (``helper.part_ranges``); with ``PII_HELPER_PROCESS`` on, the helper process
-    masks the parts after the first meanwhile. What is masked is the same as in ``masking_batch``;
-    a part that cannot be masked is skipped as it skips a batch, and so is every later part once
-    a tier is found missing. Read it to the end, or close it, to free the helper.
+    masks the parts after the first meanwhile. A part that cannot be masked (a character that
+    cannot be stored), and every part once a tier is found missing, is skipped: each
+    ``mask_fields`` call then raises its own error, or masks its value alone. Read it to the end,
+    or close it, to free the helper.
     """
     policy = tenant_masking_policy(tenant)
     ranges = part_ranges([sum(map(len, _strings(value))) for value in values])
@@ -157,7 +140,7 @@ def _prepared(tenant: Tenant, policy: MaskingPolicy) -> dict[str, MaskResult]:
 def mask_fields(*, tenant: Tenant, fields: dict) -> Masked:
     """Mask every free-text value in ``fields``: strings, lists of strings (tags) and the string
     values of a flat or nested JSON object (metadata; keys are identifiers and stay). Every string
-    not masked ahead by ``masking_batch`` is masked in one batch of its own.
+    not masked ahead by ``masking_parts`` is masked in one batch of its own.
 
     Raises PiiTierMissingError when the tenant's policy needs a tier this process lacks, and
     ValidationError naming the field for a character that cannot be stored (a NUL, a lone surrogate).

@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.perf.stats_trigger_cost [--blocks 8] [--per-block 40]
 
 On a fresh embedded database (port 54331, .data/quality, Redis db 6: the quality benchmark's
-stack), single writes through ``memory_create`` and bulk writes of 200 (``masking_batch`` +
-``memory_create``, as ``POST /memories/bulk``) alternate in blocks between the triggers enabled and
+stack), single writes through ``memory_create`` and bulk writes of 200 (``memory_create_many``, as
+``POST /memories/bulk``) alternate in blocks between the triggers enabled and
 disabled (``ALTER TABLE … DISABLE TRIGGER``, as the schema owner). Prints p50 per write per mode.
 """
 
@@ -36,10 +36,9 @@ def main() -> None:
     parser.add_argument("--per-block", type=int, default=40)
     args = parser.parse_args()
     with bench_stack("quality", pg_port=54331, redis_db=6):
-        from memory_service.memories.services import memory_create
+        from memory_service.memories.services import memory_create, memory_create_many
         from tenants.access import Principal
         from tenants.context import tenant_context
-        from tenants.masking import masking_batch
         from tenants.services import tenant_create
 
         tenant = tenant_create(slug=f"trigger-cost-{int(time.time())}")
@@ -64,9 +63,7 @@ def main() -> None:
                             {"scope": "user", "user": f"u{serial % 5}", "text": f"Bulk note {serial} about pools"}
                         )
                     started = time.perf_counter()
-                    with masking_batch(tenant=tenant, values=items):
-                        for item in items:
-                            memory_create(principal=principal, **item)
+                    memory_create_many(principal=principal, items=items)
                     bulk[enabled].append((time.perf_counter() - started) * 1000 / len(items))
         set_triggers(True)
         for label, values in (("single write", single), ("bulk item (200 per request)", bulk)):

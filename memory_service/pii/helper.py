@@ -150,11 +150,10 @@ class MaskingHelper:
         unread answers could otherwise block the pipe, and the next large batch starts another.
         """
         characters = sum(len(text) for part in parts for text in part)
-        if len(parts) < 2 or characters < MIN_CHARACTERS or not spare_core():
-            yield from map(detect_here, parts)  # a busy machine: the helper would share a core
-            return
-        if not self._lock.acquire(blocking=False):
-            yield from map(detect_here, parts)  # another thread of this process holds the helper
+        # On a busy machine the helper would only share a core; the lock is taken last, and only
+        # when it is free (another thread of this process may hold the helper).
+        if len(parts) < 2 or characters < MIN_CHARACTERS or not spare_core() or not self._lock.acquire(blocking=False):
+            yield from map(detect_here, parts)
             return
         unread = 0  # answers the helper still owes this request
         try:
