@@ -270,10 +270,9 @@ class Masker:
         """
         return self.mask_each([text], policy)[0]
 
-    def mask_each(self, texts: list[str], policy: MaskingPolicy, *, parallel: bool = False) -> list[MaskResult]:
-        """``mask`` of every text, with the name tier batched over all of them; ``parallel`` as in
-        ``detect_many``."""
-        found = self.detect_many(texts, policy, parallel=parallel)
+    def mask_each(self, texts: list[str], policy: MaskingPolicy) -> list[MaskResult]:
+        """``mask`` of every text, with the name tier batched over all of them."""
+        found = self.detect_many(texts, policy)
         return [_masked(text, detections, policy) for text, detections in zip(texts, found, strict=True)]
 
     def mask_parts(
@@ -308,7 +307,7 @@ class Masker:
         """The spans ``mask`` replaces, left to right and without overlaps, in original offsets."""
         return self.detect_many([text], policy)[0]
 
-    def detect_many(self, texts: list[str], policy: MaskingPolicy, *, parallel: bool = False) -> list[list[Detection]]:
+    def detect_many(self, texts: list[str], policy: MaskingPolicy) -> list[list[Detection]]:
         """``detect`` of every text; the name tier reads them all in one batch per language.
 
         A replacement can uncover PII that was glued to it (``〒100-0005DE89…``: the IBAN has no
@@ -316,15 +315,8 @@ class Masker:
         to ``MAX_PASSES`` times, until nothing new is found: masking masked text changes nothing.
         A later scan that finds a value spanning an earlier replacement widens it (a label never
         hides a value). Raises as ``mask`` does.
-
-        ``parallel`` lets this process's helper (``helper.py``) detect half of a large batch
-        meanwhile, on another core: the same detections, sooner.
         """
         self.check_policy(policy)
-        if parallel:
-            return shared_helper().detect_together(
-                texts, policy, lambda part: self._detect_all(part, policy), self.version
-            )
         return self._detect_all(texts, policy)
 
     def _detect_all(self, texts: list[str], policy: MaskingPolicy) -> list[list[Detection]]:

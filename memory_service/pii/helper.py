@@ -1,14 +1,15 @@
-"""A second process that masks part of a large batch, so that one request's masking uses two cores.
+"""A second process that masks the later parts of a large batch, so that one request's masking uses
+two cores.
 
 A request is served by one process, and masking a bulk write is most of its time: the name tier's
-model reads a note in ~2.5 ms of one core (bench/RESULTS.md, "Bulk writes"). For a batch of at least
-``MIN_CHARACTERS``, ``Masker.detect_many(..., parallel=True)`` sends the batch's second half (by
-characters) to this process's helper, detects the first half itself meanwhile, and joins the two.
-``Masker.mask_parts(..., parallel=True)`` (the bulk write's path) goes further: the helper detects
-every part after the first, one after another, while the caller detects the first and then stores
-each part as it comes back, so the database work of a part overlaps the masking of the next
-(``part_ranges``). The detections are the same as in one process: the helper builds the same masker
-from the same installed packages, and is used only when it reports the same ``Masker.version``.
+model reads a note in ~2.5 ms of one core (bench/RESULTS.md, "Bulk writes"). A bulk write of at
+least ``MIN_CHARACTERS``, with an item for each part at least, is masked and stored in parts
+(``part_ranges``); with ``PII_HELPER_PROCESS`` on, ``Masker.mask_parts(..., parallel=True)`` has
+this process's helper detect every part after the first, one after another, while the caller
+detects the first and then stores each part as it comes back, so the database work of a part
+overlaps the masking of the next (``MaskingHelper.detect_parts``). The detections are the same as
+in one process: the helper builds the same masker from the same installed packages, and is used
+only when it reports the same ``Masker.version``.
 
 Lifecycle
     One helper per process that asks for one, started (``spawn``: a fresh interpreter, never a fork
@@ -59,18 +60,6 @@ _CONTEXT = multiprocessing.get_context("spawn")
 Detect = Callable[[list[str]], list[list[Any]]]
 
 
-def split_point(texts: Sequence[str]) -> int:
-    """The index that splits ``texts`` into two parts of about the same number of characters, each
-    with one text at least (``len(texts) >= 2``)."""
-    half = sum(len(text) for text in texts) / 2
-    seen = 0
-    for index, text in enumerate(texts):
-        seen += len(text)
-        if seen >= half:
-            return min(index + 1, len(texts) - 1)
-    return len(texts) - 1
-
-
 #: The shares of a batch's characters in its parts (``part_ranges``): the caller detects the first
 #: part itself and stores it while the helper detects the others in turn; it then stores each as it
 #: comes back. The caller also does all the database work, so it takes the smaller share, and the
@@ -112,7 +101,7 @@ def spare_core(loadavg_path: str = "/proc/loadavg") -> bool:
 
 
 class MaskingHelper:
-    """The helper process of this process, for ``detect_together``; one caller at a time."""
+    """The helper process of this process, for ``detect_parts``; one caller at a time."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -122,15 +111,6 @@ class MaskingHelper:
         self._sent = 0  # request number, echoed in each answer
         #: Parts of batches that the helper detected (the rest were detected by the caller).
         self.answered = 0
-
-    def detect_together(self, texts: list[str], policy: object, detect_here: Detect, version: str) -> list[list]:
-        """``detect_here(texts)``, with the second half (by characters) of a large batch detected by
-        the helper meanwhile (``detect_parts`` of the two halves)."""
-        if len(texts) < 2:
-            return detect_here(texts)
-        split = split_point(texts)
-        halves = [texts[:split], texts[split:]]
-        return [found for half in self.detect_parts(halves, policy, detect_here, version) for found in half]
 
     def detect_parts(
         self, parts: list[list[str]], policy: object, detect_here: Detect, version: str

@@ -1,10 +1,11 @@
-"""The masking helper process: half of a large batch, or the parts after the first, detected in
-another process, the same detections as in one, and nothing lost when the helper is missing, slow
-to load or killed."""
+"""The masking helper process: the parts of a large batch after the first, detected in another
+process, the same detections as in one, and nothing lost when the helper is missing, slow to load
+or killed."""
 
 import os
 import signal
 import time
+from functools import partial
 
 import pytest
 
@@ -17,7 +18,6 @@ from memory_service.pii.helper import (
     part_ranges,
     shared_helper,
     spare_core,
-    split_point,
 )
 
 NOTES = [
@@ -31,6 +31,21 @@ NOTES = [
 
 def batch(count: int) -> list[str]:
     return [NOTES[n % len(NOTES)].format(n=n) for n in range(count)]
+
+
+def parts_of(texts: list[str]) -> list[list[str]]:
+    """``texts`` in the parts a bulk write masks them in (``part_ranges``): one a share, for every
+    batch the tests split."""
+    ranges = part_ranges([len(text) for text in texts])
+    assert len(ranges) == len(PART_SHARES), "a batch too small to be split would never reach the helper"
+    return [[texts[index] for index in indexes] for indexes in ranges]
+
+
+def detected_in_parts(masker, helper: MaskingHelper, parts: list[list[str]], policy: MaskingPolicy) -> list[list]:
+    """The detections of every text of ``parts``, in order, from ``helper.detect_parts`` with the
+    masker's own ``detect_many`` as the caller's detection."""
+    detect_here = partial(masker.detect_many, policy=policy)
+    return [found for part in helper.detect_parts(parts, policy, detect_here, masker.version) for found in part]
 
 
 def wait_until_ready(helper: MaskingHelper, version: str) -> None:
@@ -49,35 +64,34 @@ def helper(masker, monkeypatch):
     return helper
 
 
-def test_a_large_batch_is_split_and_detected_as_in_one_process(masker, helper):
+def test_the_helper_detects_the_later_parts_as_this_process_would(masker, helper):
     texts = batch(200)
+    parts = parts_of(texts)
     policy = MaskingPolicy(tenant_id="tenant-a", mode="pseudonym", pseudonym_key=b"test-key")
     answered = helper.answered
 
-    together = masker.detect_many(texts, policy, parallel=True)
+    found = detected_in_parts(masker, helper, parts, policy)
 
-    assert helper.answered == answered + 1
-    assert together == masker.detect_many(texts, policy)
-    entities = {detection.entity for detections in together for detection in detections}
+    assert helper.answered == answered + len(parts) - 1
+    assert found == masker.detect_many(texts, policy)
+    entities = {detection.entity for detections in found for detection in detections}
     assert {"PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER", "SECRET"} <= entities
-    assert [masked.text for masked in masker.mask_each(texts, policy, parallel=True)] == [
-        masked.text for masked in masker.mask_each(texts, policy)
-    ]
 
 
 def test_a_small_batch_stays_in_the_calling_process(masker, helper):
     texts = batch(3)
     assert sum(map(len, texts)) < MIN_CHARACTERS
+    policy = MaskingPolicy(tenant_id="t")
     answered = helper.answered
 
-    assert masker.detect_many(texts, MaskingPolicy(tenant_id="t"), parallel=True) == masker.detect_many(
-        texts, MaskingPolicy(tenant_id="t")
-    )
+    # Several parts, but too little text for the helper.
+    assert detected_in_parts(masker, helper, [[text] for text in texts], policy) == masker.detect_many(texts, policy)
     assert helper.answered == answered
 
 
 def test_a_killed_helper_loses_nothing_and_is_started_again(masker, helper):
     texts = batch(120)
+    parts = parts_of(texts)
     policy = MaskingPolicy(tenant_id="tenant-a")
     expected = masker.detect_many(texts, policy)
     killed = helper._process
@@ -85,39 +99,35 @@ def test_a_killed_helper_loses_nothing_and_is_started_again(masker, helper):
     killed.join(timeout=10)
     answered = helper.answered
 
-    assert masker.detect_many(texts, policy, parallel=True) == expected  # detected here alone
+    assert detected_in_parts(masker, helper, parts, policy) == expected  # detected here alone
     assert helper.answered == answered
 
     wait_until_ready(helper, masker.version)
     assert helper._process is not killed
-    assert masker.detect_many(texts, policy, parallel=True) == expected
-    assert helper.answered == answered + 1
+    assert detected_in_parts(masker, helper, parts, policy) == expected
+    assert helper.answered == answered + len(parts) - 1
 
 
 def test_a_helper_of_another_version_is_not_used(masker, helper):
-    texts = batch(120)
+    parts = parts_of(batch(120))
     answered = helper.answered
 
-    found = helper.detect_together(texts, MaskingPolicy(tenant_id="t"), lambda part: [["here"]] * len(part), "pii-0")
+    found = helper.detect_parts(parts, MaskingPolicy(tenant_id="t"), lambda part: [["here"]] * len(part), "pii-0")
 
-    assert found == [["here"]] * len(texts)
+    assert list(found) == [[["here"]] * len(part) for part in parts]
     assert helper.answered == answered
 
 
-def test_an_error_in_the_helper_leaves_its_half_to_the_caller(masker, helper):
-    texts = batch(120)
+def test_an_error_in_the_helper_leaves_its_parts_to_the_caller(masker, helper):
+    parts = parts_of(batch(120))
     answered = helper.answered
 
-    # The helper's masker cannot read this policy; the caller's half is detected by the caller.
-    found = helper.detect_together(texts, "not a policy", lambda part: [["here"]] * len(part), masker.version)
+    # The helper's masker cannot read this policy; every part is detected by the caller.
+    found = helper.detect_parts(parts, "not a policy", lambda part: [["here"]] * len(part), masker.version)
 
-    assert found == [["here"]] * len(texts)
+    assert list(found) == [[["here"]] * len(part) for part in parts]
     assert helper.answered == answered
     assert helper.state(masker.version) == "ready", "an error is answered; the helper stays"
-
-
-def parts_of(texts: list[str]) -> list[list[str]]:
-    return [[texts[index] for index in indexes] for indexes in part_ranges([len(text) for text in texts])]
 
 
 def test_parts_are_masked_one_at_a_time_as_in_one_process(masker, helper):
@@ -140,8 +150,9 @@ def test_parts_are_masked_one_at_a_time_as_in_one_process(masker, helper):
 
 def test_parts_left_unread_stop_the_helper_and_the_next_batch_gets_a_new_one(masker, helper):
     texts = batch(150)
+    parts = parts_of(texts)
     policy = MaskingPolicy(tenant_id="t")
-    masked = masker.mask_parts(parts_of(texts), policy, parallel=True)
+    masked = masker.mask_parts(parts, policy, parallel=True)
     next(masked)
     stopped = helper._process
     masked.close()
@@ -150,8 +161,9 @@ def test_parts_left_unread_stop_the_helper_and_the_next_batch_gets_a_new_one(mas
     assert helper.state(masker.version) == "loading"  # not held: a new helper is starting
     wait_until_ready(helper, masker.version)
     answered = helper.answered
-    assert masker.mask_each(texts, policy, parallel=True) == masker.mask_each(texts, policy)
-    assert helper.answered == answered + 1  # the new helper answered
+    again = [result for part in masker.mask_parts(parts, policy, parallel=True) for result in part]
+    assert again == masker.mask_each(texts, policy)
+    assert helper.answered == answered + len(parts) - 1  # the new helper answered
 
 
 def test_an_error_in_the_first_part_stops_the_helper_and_frees_it(masker, helper):
@@ -213,22 +225,13 @@ def test_the_parts_follow_the_shares_with_an_item_each(sizes, expected):
     assert part_ranges(sizes) == expected
 
 
-@pytest.mark.parametrize(
-    ("lengths", "expected"),
-    [([10, 10], 1), ([1, 1, 1, 1], 2), ([100, 1, 1, 1], 1), ([1, 1, 1, 100], 3), ([5, 5, 5, 5, 5, 5], 3)],
-)
-def test_the_split_leaves_text_on_both_sides(lengths, expected):
-    assert split_point(["x" * length for length in lengths]) == expected
-
-
 def test_with_every_core_busy_the_caller_detects_alone(masker, helper, monkeypatch):
     texts = batch(120)
+    policy = MaskingPolicy(tenant_id="t")
     answered = helper.answered
     monkeypatch.setattr(helper_module, "spare_core", lambda: False)
 
-    assert masker.detect_many(texts, MaskingPolicy(tenant_id="t"), parallel=True) == masker.detect_many(
-        texts, MaskingPolicy(tenant_id="t")
-    )
+    assert detected_in_parts(masker, helper, parts_of(texts), policy) == masker.detect_many(texts, policy)
     assert helper.answered == answered
 
 
