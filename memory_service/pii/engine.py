@@ -281,8 +281,8 @@ class Masker:
         """``mask_each`` of each part, in order, one part at a time, so that the caller can store a
         part while the next is masked: with ``parallel``, this process's helper masks the parts
         after the first meanwhile (``helper.MaskingHelper.detect_parts``). Raises as ``mask`` does,
-        when the part that needs the missing tier is reached. Close the iterator, or read it to the
-        end, to free the helper."""
+        when the part that needs the missing tier is reached. The helper is free again once the last
+        part is handed over, or when the iterator is closed."""
         self.check_policy(policy)
         detect = partial(self._detect_all, policy=policy)
         found = shared_helper().detect_parts(parts, policy, detect, self.version) if parallel else map(detect, parts)

@@ -136,6 +136,7 @@ class MaskingHelper:
             yield from map(detect_here, parts)
             return
         unread = 0  # answers the helper still owes this request
+        held = True
         try:
             number = self._send(parts[1:], policy) if self._ready(version) else None
             if number is None:
@@ -158,14 +159,20 @@ class MaskingHelper:
                     found = detect_here(part)
                 else:
                     self.answered += 1
+                if index == len(parts) - 2:
+                    # Every answer is read: another thread may have the helper while the caller
+                    # stores the last part.
+                    held = False
+                    self._lock.release()
                 yield found
         finally:
-            if unread > 0 and self._connection is not None:
-                # Left before every answer was read (an error here, or the caller stopped asking):
-                # unread answers could fill the pipe and block the helper, and the next request
-                # behind it. A new helper is started on the next large batch.
-                self._stop()
-            self._lock.release()
+            if held:
+                if unread > 0 and self._connection is not None:
+                    # Left before every answer was read (an error here, or the caller stopped
+                    # asking): unread answers could fill the pipe and block the helper, and the
+                    # next request behind it. A new helper is started on the next large batch.
+                    self._stop()
+                self._lock.release()
 
     def start(self) -> None:
         """Start the helper unless it is running: it loads while the caller goes on."""

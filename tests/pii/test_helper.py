@@ -139,8 +139,12 @@ def test_parts_are_masked_one_at_a_time_as_in_one_process(masker, helper):
 
     masked = masker.mask_parts(parts, policy, parallel=True)
     first = next(masked)
-    assert helper.state(masker.version) == "busy", "held until the last part is read"
-    rest = list(masked)
+    assert helper.state(masker.version) == "busy", "held while it owes answers"
+    rest = [next(masked) for _ in parts[2:]]
+    assert helper.state(masker.version) == "busy", "held until its last answer is read"
+    rest.append(next(masked))
+    assert helper.state(masker.version) == "ready", "free while the caller stores the last part"
+    assert list(masked) == []
 
     assert [len(part) for part in [first, *rest]] == [len(part) for part in parts] and len(parts) == len(PART_SHARES)
     assert [result for part in [first, *rest] for result in part] == expected
