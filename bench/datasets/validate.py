@@ -103,8 +103,8 @@ def validate_bilingual(path: Path) -> tuple[Report, dict]:
     superseded_by, links = check_links(rep, mem)
     chains = count_chains(mem, superseded_by)
     repos = sorted({m.get("repository") for m in mem.values() if isinstance(m.get("repository"), str)})
-    if len(repos) != 4:
-        rep.err(f"expected 4 repositories, found {len(repos)}: {repos}")
+    if len(repos) != 8:
+        rep.err(f"expected 8 repositories, found {len(repos)}: {repos}")
 
     seen_q: set[str] = set()
     for i, q in enumerate(queries):
