@@ -22,6 +22,9 @@ from tenants.access import (
 )
 from tenants.identifiers import validate_identifier
 
+#: How many links deep ``memory_successors`` follows a chain of replacements.
+MAX_CHAIN = 50
+
 
 def memory_list(*, principal: Principal, filters: dict) -> QuerySet[Memory]:
     """Memories the token may read, newest first, narrowed by ``filters``.
@@ -74,6 +77,32 @@ def memory_read(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
 SUPERSESSION_LINKS_LATERAL = f"""SELECT array_agg(s.new_id ORDER BY s.created_at, s.id) AS new_ids,
                   array_agg(s.partial ORDER BY s.created_at, s.id) AS partials
            FROM {Supersession._meta.db_table} s WHERE s.tenant_id = m.tenant_id AND s.old_id = m.id"""
+
+
+def memory_successors(*, principal: Principal, memory_ids: Iterable) -> dict[str, set[str]]:
+    """Memory id → the ids of every memory that replaces it (wholly or in part), directly or through
+    a chain of replacements (A replaced by B, B by C: A → {B, C}), within the principal's tenant.
+    Links that loop end the walk; a chain is followed at most ``MAX_CHAIN`` links deep. Only ids
+    come back: the memories themselves are read, if at all, through the other selectors."""
+    ids = [str(memory_id) for memory_id in memory_ids]
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""WITH RECURSIVE chain(start_id, new_id, depth) AS (
+                    SELECT old_id, new_id, 1 FROM {Supersession._meta.db_table}
+                    WHERE tenant_id = %s AND old_id = ANY(%s::uuid[])
+                    UNION
+                    SELECT chain.start_id, s.new_id, chain.depth + 1
+                    FROM chain JOIN {Supersession._meta.db_table} s ON s.old_id = chain.new_id AND s.tenant_id = %s
+                    WHERE chain.depth < %s AND s.new_id <> chain.start_id)
+                SELECT DISTINCT start_id, new_id FROM chain""",
+            [principal.tenant.id, ids, principal.tenant.id, MAX_CHAIN],
+        )
+        successors: dict[str, set[str]] = defaultdict(set)
+        for start_id, new_id in cursor.fetchall():
+            successors[str(start_id)].add(str(new_id))
+    return dict(successors)
 
 
 def memory_statuses(

@@ -16,7 +16,7 @@
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
    score, then the recent additions; a superseded memory never ranks above a listed memory that
-   replaces it (``replacements_first``).
+   replaces it, directly or through a chain (``replacements_first``).
 5. Statuses (one rule, ``memories.status``), 6. the context block within budget, its every
    line — fences, annotations, escaped titles and texts — rendered by ``retrieval.render``,
 7. the activity log and the ``retrieve`` audit event.
@@ -39,7 +39,7 @@ from memory_service.embeddings.backends import (
 )
 from memory_service.exceptions import ValidationError
 from memory_service.memories.models import ActivityLog, Kind, Memory, Priority, Scope, owner_key
-from memory_service.memories.selectors import memory_statuses
+from memory_service.memories.selectors import memory_statuses, memory_successors
 from memory_service.memories.status import DerivedStatus
 from memory_service.pii import text_for_embedding
 from memory_service.retrieval.candidates import (
@@ -199,14 +199,17 @@ def pinned_first(hits: list) -> list:
     return sorted(hits, key=lambda hit: not is_pinned(hit.memory))
 
 
-def replacements_first(hits: list) -> list:
+def replacements_first(hits: list, successors: dict | None = None) -> list:
     """``hits`` reordered so that no superseded memory (fully or in part) ranks above a memory of
-    the list that replaces it: each such replacement moves up to just before it. Otherwise the
-    order is kept. Memories that supersede each other (a cycle) end in some order: the moves
-    stop after len(hits)² of them. ``hits``: objects with ``memory`` and ``status`` (``Hit``)."""
+    the list that replaces it, directly or through a chain: each such replacement moves up to just
+    before it. Otherwise the order is kept. Memories that supersede each other (a cycle) end in
+    some order: the moves stop after len(hits)² of them. ``hits``: objects with ``memory`` and
+    ``status`` (``Hit``); ``successors``: memory id (str) → every memory replacing it, directly or
+    through others (``selectors.memory_successors``); without it, each hit's direct replacements
+    (its status)."""
     ordered = list(hits)
     for _move in range(len(ordered) ** 2):
-        misplaced = _first_replacement_below(ordered)
+        misplaced = _first_replacement_below(ordered, successors)
         if misplaced is None:
             break
         index, replacement = misplaced
@@ -214,12 +217,28 @@ def replacements_first(hits: list) -> list:
     return ordered
 
 
-def _first_replacement_below(hits: list) -> tuple[int, int] | None:
+def chained_successors(*, principal: Principal, hits: list) -> dict | None:
+    """Every listed memory's replacements through chains (``selectors.memory_successors``), read
+    only when a superseded hit's replacement is not in the list — its own replacement may be (A
+    replaced by B, B by C; A and C listed): one more query, seldom. None when the direct
+    replacements (the statuses) tell the whole order."""
+    listed = {str(hit.memory.id) for hit in hits}
+    missing = any(r not in listed for hit in hits for r in (hit.status.superseded_by if hit.status else []))
+    if not missing:
+        return None
+    return memory_successors(principal=principal, memory_ids=listed)
+
+
+def _first_replacement_below(hits: list, successors: dict | None) -> tuple[int, int] | None:
     """(position of the first superseded hit with a replacement below it, position of its highest
     such replacement), or None."""
     position = {str(hit.memory.id): index for index, hit in enumerate(hits)}
     for index, hit in enumerate(hits):
-        below = [position[r] for r in (hit.status.superseded_by if hit.status else []) if position.get(r, -1) > index]
+        if successors is not None:
+            later = successors.get(str(hit.memory.id), ())
+        else:
+            later = hit.status.superseded_by if hit.status else []
+        below = [position[r] for r in later if position.get(r, -1) > index]
         if below:
             return index, min(below)
     return None
@@ -345,7 +364,7 @@ def memory_search(
     statuses = memory_statuses(principal=principal, memories=[h.memory for h in hits], links=links)
     for hit in hits:
         hit.status = statuses[hit.memory.id]
-    hits = replacements_first(pinned_first(hits))
+    hits = replacements_first(pinned_first(hits), chained_successors(principal=principal, hits=hits))
 
     context, _included = render_context([_context_item(h) for h in hits], budget_bytes)
     latency_ms = (time.perf_counter() - started) * 1000

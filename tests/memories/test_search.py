@@ -517,6 +517,42 @@ def test_the_full_text_function_finds_every_match_of_the_owners(write, tenant, q
     assert len(found) >= 2  # the text in both owners; never r2's copy
 
 
+def test_a_decision_replaced_through_a_chain_never_ranks_above_the_newest(write, api_client, other_client):
+    # A is replaced by B, B by C; B is not of the kinds asked for, so only A and C are listed.
+    a = write(text="payments pgbouncer pool size is 20 for payments pgbouncer pool", kind="decision",
+              scope="repository", repository="r1").json()  # fmt: skip
+    b = write(text="Raise it to 40", kind="lesson", scope="repository", repository="r1",
+              supersedes=[{"id": a["id"]}]).json()  # fmt: skip
+    c = write(text="The pool is 60 now (payments)", kind="decision", scope="repository", repository="r1",
+              supersedes=[{"id": b["id"]}]).json()  # fmt: skip
+    assert b["id"] and c["id"]
+    order = [i["id"] for i in search(api_client, query="payments pgbouncer pool size", kinds=["decision"])["items"]]
+    assert b["id"] not in order
+    assert order.index(c["id"]) < order.index(a["id"])
+    # Another tenant's search sees none of them, whatever the chain.
+    response = other_client.post("/api/v1/search", {"repository": "r1", "query": "payments pgbouncer pool size"},
+                                 format="json")  # fmt: skip
+    assert response.status_code == 200 and response.json()["items"] == []
+
+
+def test_successors_follow_chains_within_the_tenant_and_stop_on_loops(write, api_client, tenant, other_tenant):
+    from memory_service.memories.models import Supersession
+    from memory_service.memories.selectors import memory_successors
+    from tenants.access import Principal
+    from tenants.context import tenant_context
+
+    a = write(text="v1", kind="decision").json()
+    b = write(text="v2", kind="decision", supersedes=[{"id": a["id"]}]).json()
+    c = write(text="v3", kind="decision", supersedes=[{"id": b["id"], "partial": True}]).json()
+    with tenant_context(tenant.id):
+        Supersession.objects.create(tenant=tenant, old_id=c["id"], new_id=a["id"])  # a loop: C replaced by A
+        found = memory_successors(principal=Principal.operator(tenant=tenant, actor="t"), memory_ids=[a["id"], c["id"]])
+    assert found == {a["id"]: {b["id"], c["id"]}, c["id"]: {a["id"], b["id"]}}
+    with tenant_context(other_tenant.id):
+        other = Principal.operator(tenant=other_tenant, actor="t")
+        assert memory_successors(principal=other, memory_ids=[a["id"]]) == {}
+
+
 def test_query_lexemes_are_read_back_with_quotes_and_backslashes():
     from django.db import connection
 

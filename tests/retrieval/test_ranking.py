@@ -62,3 +62,9 @@ def test_by_the_ideal_score_a_weak_best_match_stays_weak():
 def test_memories_that_supersede_each_other_end_in_some_order():
     hits = [hit("a", ("b",)), hit("x"), hit("b", ("a",))]
     assert sorted(names(replacements_first(hits))) == ["a", "b", "x"]
+
+
+def test_a_replacement_through_an_unlisted_memory_moves_up_too():
+    hits = [hit("a", ("b",)), hit("x"), hit("c")]  # a replaced by b (not listed), b by c
+    assert names(replacements_first(hits)) == ["a", "x", "c"]
+    assert names(replacements_first(hits, {"a": {"b", "c"}})) == ["c", "a", "x"]
