@@ -82,7 +82,7 @@ SUPERSESSION_LINKS_LATERAL = f"""SELECT array_agg(s.new_id ORDER BY s.created_at
 def memory_successors(*, principal: Principal, memory_ids: Iterable) -> dict[str, set[str]]:
     """Memory id → the ids of every memory that replaces it (wholly or in part), directly or through
     a chain of replacements (A replaced by B, B by C: A → {B, C}), within the principal's tenant.
-    Links that loop end the walk; a chain is followed at most ``MAX_CHAIN`` links deep. Only ids
+    A chain is followed at most ``MAX_CHAIN`` links deep, which also ends links that loop. Only ids
     come back: the memories themselves are read, if at all, through the other selectors."""
     ids = [str(memory_id) for memory_id in memory_ids]
     if not ids:
