@@ -23,7 +23,7 @@ from bench.perf.stack import PROFILE
 from memory_service.retrieval.lexical import date_terms, lexical_document
 
 HNSW_INDEX = "memory_embedding_usem3_hnsw"
-GIN_INDEX = "memory_owner_lexeme_hashes"
+GIN_INDEX = "memory_owner_lexemes"
 # The scope vectors follow the embeddings: a trigger writes them, a foreign key deletes them.
 TABLES = ("memories_memory", "memories_memoryembedding", "memories_scopevector")
 INDEXDEFS_FILE = PROFILE.dir / "indexdefs.json"

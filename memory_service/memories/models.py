@@ -191,17 +191,18 @@ class Memory(models.Model):
                 fields=["tenant", "created_at"], name="memory_tenant_pending", condition=Q(embedding_status="pending")
             ),
             # Full-text matches within one tenant's scope owners: one key per (tenant, owner,
-            # lexeme), read by memory_lexical_matches() (migration 0009). No pending list: every
-            # search would scan it whole until a vacuum merged it.
+            # lexeme), the lexemes of a tsvector so that any combination of terms is answered in
+            # the index, read by memory_lexical_matches() (migrations 0009, 0016). No pending
+            # list: every search would scan it whole until a vacuum merged it.
             GinIndex(
                 Func(
                     F("tenant"),
                     F("owner_key"),
                     F("search_vector"),
-                    function="memory_owner_lexeme_keys",
-                    output_field=ArrayField(models.BigIntegerField()),
+                    function="memory_owner_lexeme_tsv",
+                    output_field=SearchVectorField(),
                 ),
-                name="memory_owner_lexeme_hashes",
+                name="memory_owner_lexemes",
                 fastupdate=False,
             ),
             # A scope owner's newest memories of a kind, without reading the rest of the scope.
@@ -329,6 +330,27 @@ class OwnerLexicalStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.owner_key}: {self.documents} memories, {self.terms} terms"
+
+
+class OwnerLexemeStats(models.Model):
+    """How many of a scope owner's memories hold a lexeme: the document counts of BM25's IDFs
+    (``retrieval.candidates``), read for a query's terms instead of counted at every search.
+
+    Derived data, kept by the database like ``OwnerLexicalStats``: statement-level triggers on
+    ``Memory`` add the lexemes of what a statement inserted and subtract those of what it deleted or
+    whose document it changed (migration 0016); a count that reaches zero is deleted.
+    """
+
+    pk = models.CompositePrimaryKey("tenant_id", "owner_key", "lexeme")
+    tenant = models.ForeignKey(Tenant, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    owner_key = models.CharField(max_length=160)
+    lexeme = models.TextField()
+    documents = models.BigIntegerField()
+
+    objects = TenantQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"{self.owner_key} / {self.lexeme}: {self.documents} memories"
 
 
 class ActivityLog(models.Model):

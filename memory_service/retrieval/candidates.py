@@ -16,10 +16,12 @@ of the scope's rows:
   vectors read 100 rows of ``MemoryEmbedding`` per search and changed no top 10 in 150 searches
   at 1M (bench/perf/analysis.md);
 - lexical: the best full-text matches of the scope owners by Okapi BM25 (k1 0.9, b 0.4, migration 0015; term
-  document counts and average length over the owners' memories, migration 0010), from a GIN index
-  with one key per (tenant, owner, lexeme), through ``memory_lexical_matches`` (migrations 0006,
-  0007, 0009: under row-level security the match could never use an index), each checked against
-  the scope's filter like the dense ones;
+  document counts and average length over the owners' memories, kept by triggers: migrations 0010,
+  0016), from a GIN index with one key per (tenant, owner, lexeme), through
+  ``memory_lexical_matches`` (migrations 0006, 0007, 0009: under row-level security the match could
+  never use an index; 0016: in scopes past 50,000 memories, only the matches holding most of the
+  query's rarest terms, chosen in the index), each checked against the scope's filter like the
+  dense ones;
 - recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
 
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of

@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from memory_service.memories.models import Memory, OwnerLexicalStats
+from memory_service.memories.models import Memory, OwnerLexemeStats, OwnerLexicalStats
 from memory_service.retrieval.lexical import lexical_document, lexical_query, query_terms
 from tenants.context import tenant_context
 from tests.conftest import client_for
@@ -84,12 +84,13 @@ def service_scores(tenant, owner_keys: list[str], query: str) -> dict:
     return {str(memory_id): rank for memory_id, rank, _ideal in service_rows(tenant, owner_keys, query)}
 
 
-def best_rows(tenant, owner_keys: list[str], query: str, *, max_rows: int | None, preselect: int | None = None) -> list:
-    """``memory_lexical_matches`` asked for its best ``max_rows`` as a search asks, with the
-    preselection's size set for the transaction when ``preselect`` is given."""
+def best_rows(tenant, owner_keys: list[str], query: str, *, max_rows: int | None, bounded: int | None = None) -> list:
+    """``memory_lexical_matches`` asked for its best ``max_rows`` as a search asks; with ``bounded``,
+    through the bounded path of large scopes (``memory.lexical_bounded``: its target) whatever the
+    scope's size."""
     with tenant_context(tenant.id), connection.cursor() as cursor:
-        if preselect is not None:
-            cursor.execute("SELECT set_config('memory.lexical_preselect', %s, true)", [str(preselect)])
+        if bounded is not None:
+            cursor.execute("SELECT set_config('memory.lexical_bounded', %s, true)", [str(bounded)])
         cursor.execute(
             "SELECT id, rank, ideal FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), %s)",
             [owner_keys, lexical_query(query), max_rows],
@@ -190,8 +191,28 @@ def counted(tenant) -> dict:
     return totals
 
 
-def test_the_owner_counts_follow_writes_edits_and_deletions(corpus, api_client):
+def lexeme_stats(tenant) -> dict:
+    with tenant_context(tenant.id):
+        return {(s.owner_key, s.lexeme): s.documents for s in OwnerLexemeStats.objects.for_tenant(tenant)}
+
+
+def counted_lexemes(tenant) -> dict:
+    """What the lexeme rows must say, counted from the memories' stored documents."""
+    with tenant_context(tenant.id), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT owner_key, lexeme, count(*) FROM memories_memory,"
+            " unnest(tsvector_to_array(search_vector)) AS lexeme GROUP BY 1, 2"
+        )
+        return {(owner_key, lexeme): documents for owner_key, lexeme, documents in cursor.fetchall()}
+
+
+def test_the_owner_counts_follow_writes_edits_and_deletions(corpus, api_client, other_token):
+    # another tenant's memories of the same owner and words count for that tenant only
+    client_for(other_token).post("/api/v1/memories", {"scope": "user", "user": "u1", "kind": "note",
+                                                      "text": "pottery bowl pottery"}, format="json")  # fmt: skip
     assert owner_stats(corpus) == counted(corpus)
+    assert lexeme_stats(corpus) == counted_lexemes(corpus)
+    assert lexeme_stats(corpus)[("user:u1", "potteri")] == 2
     with tenant_context(corpus.id):
         first = Memory.objects.for_tenant(corpus).filter(user="u1").order_by("created_at").first()
         second_owner = list(Memory.objects.for_tenant(corpus).filter(user="u2"))
@@ -200,47 +221,75 @@ def test_the_owner_counts_follow_writes_edits_and_deletions(corpus, api_client):
     )
     assert response.status_code == 200, response.json()
     assert owner_stats(corpus) == counted(corpus)
+    assert lexeme_stats(corpus) == counted_lexemes(corpus)
+    assert lexeme_stats(corpus)[("user:u1", "glaze")] == 2  # one more ("Glazing the bowl…" had one)
+    assert ("user:u1", "saturday") not in lexeme_stats(corpus)  # the edited note's only one: gone
     for memory in second_owner:
         assert api_client.delete(f"/api/v1/memories/{memory.id}").status_code == 204
     assert "user:u2" not in owner_stats(corpus)  # the last memory took the row with it
     assert owner_stats(corpus) == counted(corpus)
+    assert lexeme_stats(corpus) == counted_lexemes(corpus)
+    assert not any(owner_key == "user:u2" for owner_key, _lexeme in lexeme_stats(corpus))  # no zero left behind
     assert reference_bm25(documents_of(corpus, user="u1"), "pottery") == pytest.approx(
         service_scores(corpus, ["user:u1"], "pottery"), rel=1e-5
     )
 
 
-@pytest.mark.parametrize("preselect", [None, 100])  # a small scope's exact path; two steps, all preselected
+@pytest.mark.parametrize("bounded", [None, 1000])  # a small scope's path; bounded, with more expected than exist
 @pytest.mark.parametrize("query", ["pottery bowl", "went really", "brother moving north"])
-def test_the_best_matches_of_a_query_are_its_exact_best_when_few(corpus, query, preselect):
-    """With no more matches than the preselection keeps, asking for the best few is exact."""
+def test_the_best_matches_of_a_query_are_its_exact_best(corpus, query, bounded):
     expected = reference_bm25(documents_of(corpus, user="u1"), query)
     best = sorted(expected.items(), key=lambda item: (-item[1], item[0]))[:2]
-    found = best_rows(corpus, ["user:u1"], query, max_rows=2, preselect=preselect)
+    found = best_rows(corpus, ["user:u1"], query, max_rows=2, bounded=bounded)
     assert [memory_id for memory_id, _rank, _ideal in found] == [memory_id for memory_id, _score in best]
     assert [rank for _id, rank, _ideal in found] == pytest.approx([score for _id, score in best], rel=1e-5)
 
 
-def test_past_the_preselection_the_best_once_each_are_scored_exactly(corpus):
-    """A preselection of one: the match with the best once-each score, with its exact score, even
-    where another ranks above it exactly (the longer note that says "pottery" twice)."""
-    documents = documents_of(corpus, user="u1")
-    query = "pottery"
-    once = reference_bm25_with(documents, query, tf=lambda frequency: 1)
-    exact = reference_bm25(documents, query)
-    preselected = min(once, key=lambda memory_id: (-once[memory_id], memory_id))  # as the statement orders
-    assert max(exact, key=exact.get) != preselected  # the case this test is about
-    found = best_rows(corpus, ["user:u1"], query, max_rows=1, preselect=1)
-    assert [memory_id for memory_id, _rank, _ideal in found] == [preselected]
-    assert found[0][1] == pytest.approx(exact[preselected], rel=1e-5)
-    assert found[0][2] == pytest.approx(reference_ideal(documents, query), rel=1e-5)
-    assert best_rows(corpus, ["user:u1"], query, max_rows=1)[0][0] == max(exact, key=exact.get)  # the default: exact
+@pytest.fixture
+def rare_and_common(tenant, api_client):
+    """u3's notes: "alpha" in two of them (once in a long note that also says "beta", five times in
+    a short one), "beta" in seven."""
+    filler = "the meeting notes went on for a long while about nothing in particular " * 3
+    texts = [f"alpha beta {filler}", "alpha alpha alpha alpha alpha"] + [f"beta gamma delta {n}" for n in range(6)]
+    ids = []
+    for text in texts:
+        response = api_client.post("/api/v1/memories", {"scope": "user", "user": "u3", "kind": "note", "text": text},
+                                   format="json")  # fmt: skip
+        assert response.status_code == 201, response.json()
+        ids.append(response.json()["id"])
+    return tenant, ids
+
+
+def test_the_bounded_path_reads_the_memories_holding_most_of_the_rare_terms(rare_and_common):
+    """Asked for one match with a target of one, the bounded path reads only the memories holding
+    both terms and scores them exactly: the long note, although the short one that repeats "alpha"
+    scores higher (what a large scope's search may miss). Asked for two, it finds one such memory,
+    so it asks again with one term: every match, exact."""
+    tenant, (both, repeated, *_rest) = rare_and_common
+    documents = documents_of(tenant, user="u3")
+    exact = reference_bm25(documents, "alpha beta")
+    assert max(exact, key=exact.get) == repeated  # the case this test is about
+
+    found = best_rows(tenant, ["user:u3"], "alpha beta", max_rows=1, bounded=1)
+    assert [memory_id for memory_id, _rank, _ideal in found] == [both]
+    assert found[0][1] == pytest.approx(exact[both], rel=1e-5)
+    assert found[0][2] == pytest.approx(reference_ideal(documents, "alpha beta"), rel=1e-5)
+    assert [row[0] for row in best_rows(tenant, ["user:u3"], "alpha beta", max_rows=1)] == [repeated]  # small: exact
+
+    found = best_rows(tenant, ["user:u3"], "alpha beta", max_rows=2, bounded=1)
+    best = sorted(exact.items(), key=lambda item: (-item[1], item[0]))[:2]
+    assert [(memory_id, rank) for memory_id, rank, _ideal in found] == [
+        (memory_id, pytest.approx(score, rel=1e-5)) for memory_id, score in best
+    ]
 
 
 def test_a_query_of_many_terms_and_a_full_scan_stay_exact(corpus):
     documents = documents_of(corpus, user="u1")
-    many = "pottery bowl brother moving north town hiking trail steep glazing"  # more than eight terms
+    many = "pottery bowl brother moving north town hiking trail steep glazing"  # more than six terms
     expected = reference_bm25(documents, many)
-    found = best_rows(corpus, ["user:u1"], many, max_rows=100, preselect=1)
+    found = best_rows(corpus, ["user:u1"], many, max_rows=None, bounded=1)
+    assert {memory_id: rank for memory_id, rank, _ideal in found} == pytest.approx(expected, rel=1e-5)
+    found = best_rows(corpus, ["user:u1"], many, max_rows=100)
     assert {memory_id: rank for memory_id, rank, _ideal in found} == pytest.approx(expected, rel=1e-5)
 
 
@@ -248,7 +297,7 @@ def test_a_term_repeated_in_the_query_counts_once(corpus):
     documents = documents_of(corpus, user="u1")
     expected = reference_bm25(documents, "pottery")
     with tenant_context(corpus.id), connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('memory.lexical_preselect', '100', true)")
+        cursor.execute("SELECT set_config('memory.lexical_bounded', '100', true)")
         cursor.execute(
             "SELECT id, rank FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), 10)",
             [["user:u1"], f"{lexical_query('pottery')} | {lexical_query('pottery')}"],

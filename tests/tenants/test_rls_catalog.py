@@ -29,6 +29,7 @@ EXPECTED_POLICIES = {
     "memories_activitylog": {"tenant_isolation": _isolation("tenant_id")},
     "memories_memory": {"tenant_isolation": _isolation("tenant_id")},
     "memories_memoryembedding": {"tenant_isolation": _isolation("tenant_id")},
+    "memories_ownerlexemestats": {"tenant_isolation": _isolation("tenant_id")},
     "memories_ownerlexicalstats": {"tenant_isolation": _isolation("tenant_id")},
     "memories_scopevector": {"tenant_isolation": _isolation("tenant_id")},
     "memories_supersession": {"tenant_isolation": _isolation("tenant_id")},
