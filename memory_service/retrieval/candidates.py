@@ -27,7 +27,9 @@ of the scope's rows:
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
 the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``)
 takes the dense stage from ``MemoryEmbedding``: an exact scan of the scope when it is small
-enough, else the HNSW index with iterative scan (``_hnsw_candidates``). A filter that rejects most
+enough, else the HNSW index with iterative scan (``_hnsw_candidates``). Whether it is small enough
+is counted by the dense statement itself when the owners are past ``COVERING_MAX_ROWS`` (on the
+side connection, while the text statement runs), else afterwards (``_scope_exceeds``). A filter that rejects most
 of the best full-text matches takes the lexical stage from all of the owners' matches
 (``_lexical_scan``).
 """
@@ -201,13 +203,17 @@ def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]
     return sql, params
 
 
-def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: EmbeddingBackend) -> tuple[str, list]:
+def dense_statement(
+    vector, *, scope: SearchScope, tenant_id, backend: EmbeddingBackend, hnsw_rows: int
+) -> tuple[str, list]:
     """The dense stage of ``scope`` for ``vector`` over the covering index (``covering_path``) in
     one statement; its rows are what ``add_dense_candidates`` takes.
 
     Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``; or
     their number of memories when that is already past it), the number of nearest vectors read,
-    then one row per candidate (its cosine distance, ``_FACT_COLUMNS``), or one row of nulls.
+    whether the scope holds more than ``hnsw_rows`` memories (``hnsw_threshold()``; asked only when
+    the owners hold more than ``COVERING_MAX_ROWS``, else null), then one row per candidate (its
+    cosine distance, ``_FACT_COLUMNS``), or one row of nulls.
     """
     # The owners' memories are counted first, from their one row each in OwnerLexicalStats: past
     # COVERING_MAX_ROWS (a monorepo) nothing else is read and the search takes another path. Else
@@ -216,7 +222,9 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
     # each distance computed once, the nearest kept by a bounded sort. Counting in the same pass
     # cost a materialised copy of the range (bench/perf/analysis.md).
     # Each of the nearest is then checked against the scope's filter by its primary key (OFFSET 0:
-    # see _text_statement).
+    # see _text_statement). Past COVERING_MAX_ROWS, the scope's memories are counted instead, up to
+    # hnsw_rows + 1: whether the HNSW index or an exact scan answers (a monorepo's 10,001 rows read
+    # cost ~14 ms, here beside the text statement rather than after it).
     owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"
     limit = int(COVERING_MAX_ROWS)
     sql = f"""
@@ -234,24 +242,31 @@ def dense_statement(vector, *, scope: SearchScope, tenant_id, backend: Embedding
                 FROM memories_scopevector v WHERE {owners} LIMIT {limit + 1}) ranged
             WHERE (SELECT n FROM range_rows) <= {limit}
             ORDER BY distance LIMIT {int(NEAREST_READ)}),
+        scope_exceeds AS MATERIALIZED (
+            SELECT CASE WHEN (SELECT n FROM range_rows) > {limit}
+                        THEN (SELECT count(*) FROM (
+                                  SELECT 1 FROM memories_memory WHERE ({scope.where}) LIMIT %s) capped) > %s
+                   END AS exceeds),
         dense AS MATERIALIZED (
             SELECT nearest.memory_id AS id, nearest.distance
             FROM nearest
             CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
                                 WHERE memories_memory.id = nearest.memory_id AND ({scope.where}) OFFSET 0) visible
             ORDER BY nearest.distance LIMIT %s)
-        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest), d.distance, {_FACT_COLUMNS}
+        SELECT (SELECT n FROM range_rows), (SELECT count(*) FROM nearest), (SELECT exceeds FROM scope_exceeds),
+               d.distance, {_FACT_COLUMNS}
         FROM (SELECT 1) one
         LEFT JOIN (dense d JOIN memories_memory m ON m.id = d.id) ON true
     """
     owner_params = [tenant_id, backend.model_id, scope.owner_keys]
     half_vector = HalfVector(vector).to_text()
     return sql, [
-        tenant_id, scope.owner_keys, *owner_params, half_vector, *owner_params, *scope.where_params, CANDIDATES
+        tenant_id, scope.owner_keys, *owner_params, half_vector, *owner_params,
+        *scope.where_params, hnsw_rows + 1, hnsw_rows, *scope.where_params, CANDIDATES,
     ]  # fmt: skip
 
 
-def _scope_exceeds(where: str, where_params: list, limit: int) -> bool:
+def _scope_exceeds(*, where: str, where_params: list, limit: int) -> bool:
     """Whether the scope holds more than ``limit`` rows (counted no further than that)."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -346,14 +361,17 @@ def add_dense_candidates(
     found.path = "exact"
     covering = covering_path(backend)
     range_rows = nearest_rows = dense_rows = 0
+    scope_exceeds = None
     if covering:
         if rows is None:
-            sql, params = dense_statement(vector, scope=scope, tenant_id=principal.tenant_id, backend=backend)
+            sql, params = dense_statement(
+                vector, scope=scope, tenant_id=principal.tenant_id, backend=backend, hnsw_rows=hnsw_threshold()
+            )
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 rows = cursor.fetchall()
-        range_rows, nearest_rows = rows[0][:2]  # there is always a row
-        for _n, _nearest, distance, *facts in rows:
+        range_rows, nearest_rows, scope_exceeds = rows[0][:3]  # there is always a row
+        for _n, _nearest, _exceeds, distance, *facts in rows:
             memory_id = facts[0]
             if memory_id is None:
                 continue
@@ -367,7 +385,9 @@ def add_dense_candidates(
     incomplete = range_rows > COVERING_MAX_ROWS or (nearest_rows >= NEAREST_READ and dense_rows < CANDIDATES)
     if not covering or incomplete:
         scoped = scope.queryset
-        if _scope_exceeds(scope.where, scope.where_params, hnsw_threshold()):
+        if scope_exceeds is None:  # the dense statement did not count the scope
+            scope_exceeds = _scope_exceeds(where=scope.where, where_params=scope.where_params, limit=hnsw_threshold())
+        if scope_exceeds:
             found.path = "hnsw"
             found.dense = _hnsw_candidates(scoped=scoped, principal=principal, vector=vector, backend=backend)
         else:

@@ -42,6 +42,7 @@ from memory_service.memories.models import ActivityLog, Kind, Memory, Priority, 
 from memory_service.memories.selectors import memory_statuses, memory_successors
 from memory_service.memories.status import DerivedStatus
 from memory_service.pii import text_for_embedding
+from memory_service.retrieval import candidates
 from memory_service.retrieval.candidates import (
     add_dense_candidates,
     covering_path,
@@ -316,7 +317,13 @@ def memory_search(
     # The dense statement runs on a side connection once the vector is there (retrieval.side)...
     pending_dense = None
     if pending_vector is not None and covering_path(backend):
-        statement = partial(dense_statement, scope=scope, tenant_id=principal.tenant_id, backend=backend)
+        statement = partial(
+            dense_statement,
+            scope=scope,
+            tenant_id=principal.tenant_id,
+            backend=backend,
+            hnsw_rows=candidates.hnsw_threshold(),  # read here: it may query the database
+        )
         pending_dense = dense_rows_in_background(pending_vector, statement, tenant_id=principal.tenant_id)
     # ... while this connection runs the text statement.
     found = text_candidates(scope=scope, tsquery=lexical_query(masked) if ranking.lexical else "")

@@ -295,7 +295,7 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
     embed_all()
     monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 1)  # too many vectors for the covering index
     monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # and for an exact scan
-    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_candidates")
     plans = []
 
     def explain_knn(execute, sql, params, many, context):
@@ -308,7 +308,7 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
 
     with connection.execute_wrapper(explain_knn):
         found = search(api_client, query="how often do we rotate keys", top=1)
-    assert calls == ["_hnsw_candidates"]
+    assert calls == ["_hnsw_candidates"]  # the dense statement already counted the scope
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
     assert len(plans) == 1 and '"Index Name": "memory_embedding_usem3_hnsw"' in plans[0]  # the index, not a scan
     with connection.cursor() as cursor:
@@ -364,9 +364,9 @@ def test_a_filter_that_rejects_the_nearest_vectors_falls_back_to_an_exact_scan(
     write(text="Decision: signing keys live in the vault", kind="decision", scope="repository", repository="r1")
     embed_all()
     monkeypatch.setattr(candidates_module, "NEAREST_READ", 1)  # only the nearest note is read: not a decision
-    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_candidates")
     found = search(api_client, query="rotate the signing keys every year", kinds=["decision"])
-    assert calls == ["_dense_exact"]
+    assert calls == ["_scope_exceeds", "_dense_exact"]  # few owners' vectors: the scope counted only now
     assert [i["text"] for i in found["items"]] == ["Decision: signing keys live in the vault"]
     activity = api_client.get("/api/v1/activity", {"operation": "search"}).json()["results"][0]
     assert "decision" in activity["best_distance"]  # found by its vector, not only by its words
