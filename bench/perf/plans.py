@@ -16,7 +16,7 @@ from bench.perf.inprocess import tenant_tx
 
 
 def hnsw_settings(cursor, *, ef_search: int = 200, iterative: str = "relaxed_order") -> None:
-    """The planner settings of ``candidates._hnsw_candidates`` (the index forced), or a variant's."""
+    """The planner settings of ``candidates.HNSW_SETTINGS`` (the index forced), or a variant's."""
     cursor.execute(f"SET LOCAL hnsw.iterative_scan = {iterative}")
     cursor.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
     cursor.execute("SET LOCAL enable_sort = off")

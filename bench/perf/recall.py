@@ -12,7 +12,7 @@ from bench.perf.inprocess import tenant_tx
 from bench.perf.load import HNSW_INDEX
 from bench.perf.plans import KnnPlans, hnsw_settings
 
-# The app's own setting (candidates._hnsw_candidates) is ef_search 200 with relaxed iterative scan.
+# The app's own setting (candidates.HNSW_SETTINGS) is ef_search 200 with relaxed iterative scan.
 HNSW_VARIANTS = [
     ("hnsw ef=40 relaxed", 40, "relaxed_order"),
     ("hnsw ef=100 relaxed", 100, "relaxed_order"),
@@ -23,7 +23,8 @@ HNSW_VARIANTS = [
 
 
 def dense_qs(scoped, token, vector, backend):
-    """The app's k-NN queryset for large scopes (memory_service.retrieval.candidates._knn), unordered."""
+    """The k-NN of a large scope as the app asks it (memory_service.retrieval.candidates.hnsw_statement), as a
+    queryset, unordered."""
     from django.db.models.functions import Cast
     from pgvector.django import CosineDistance, VectorField
 

@@ -27,7 +27,7 @@ of the scope's rows:
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
 the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``)
 takes the dense stage from ``MemoryEmbedding``: an exact scan of the scope when it is small
-enough, else the HNSW index with iterative scan (``_hnsw_candidates``). Whether it is small enough
+enough, else the HNSW index with iterative scan (``hnsw_statement``). Whether it is small enough
 is counted by the dense statement itself when the owners are past ``COVERING_MAX_ROWS`` (on the
 side connection, while the text statement runs), else afterwards (``_scope_exceeds``). A filter that rejects most
 of the best full-text matches takes the lexical stage from all of the owners' matches
@@ -349,14 +349,22 @@ def covering_path(backend: EmbeddingBackend) -> bool:
 
 
 def add_dense_candidates(
-    found: Candidates, *, scope: SearchScope, principal, vector, backend: EmbeddingBackend, rows: list | None = None
+    found: Candidates,
+    *,
+    scope: SearchScope,
+    principal,
+    vector,
+    backend: EmbeddingBackend,
+    rows: list | None = None,
+    hnsw_rows: list | None = None,
 ) -> None:
     """Add to ``found`` the nearest neighbours of ``vector`` in ``scope`` (an exact search, with
     half-precision distances on the covering path), above the model's similarity floor, and set
     ``found.path``.
 
-    ``rows``: the rows of ``dense_statement`` when another connection already ran it
-    (``retrieval.side``); else it runs here.
+    ``rows``: the rows of ``dense_statement`` when another connection already ran it, and
+    ``hnsw_rows`` those of ``hnsw_statement`` when it ran there too (``retrieval.side``); else
+    they run here.
     """
     found.path = "exact"
     covering = covering_path(backend)
@@ -384,14 +392,15 @@ def add_dense_candidates(
     # The covering index could not answer: too many vectors, too few of the nearest in the scope.
     incomplete = range_rows > COVERING_MAX_ROWS or (nearest_rows >= NEAREST_READ and dense_rows < CANDIDATES)
     if not covering or incomplete:
-        scoped = scope.queryset
         if scope_exceeds is None:  # the dense statement did not count the scope
             scope_exceeds = _scope_exceeds(where=scope.where, where_params=scope.where_params, limit=hnsw_threshold())
         if scope_exceeds:
             found.path = "hnsw"
-            found.dense = _hnsw_candidates(scoped=scoped, principal=principal, vector=vector, backend=backend)
+            if hnsw_rows is None:
+                hnsw_rows = _hnsw_rows(scope=scope, tenant_id=principal.tenant_id, vector=vector, backend=backend)
+            found.dense = _similarities(hnsw_rows, backend)
         else:
-            found.dense = _dense_exact(scoped=scoped, principal=principal, vector=vector, backend=backend)
+            found.dense = _dense_exact(scoped=scope.queryset, principal=principal, vector=vector, backend=backend)
         _add_facts(found, found.dense)
 
 
@@ -459,15 +468,11 @@ def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[
     return memories, links
 
 
-def _knn(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend, exact: bool) -> dict:
-    # Cast to the model's dimension: this is the expression its partial HNSW index is built on.
-    distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
-    rows = MemoryEmbedding.objects.for_tenant(principal.tenant).filter(model=backend.model_id, memory__in=scoped)
-    # "+ 0.0" keeps the planner off the index: an exact scan, the distance computed once.
-    ordered = rows.annotate(distance=distance + 0.0 if exact else distance).order_by("distance")
+def _similarities(rows, backend: EmbeddingBackend) -> dict:
+    """memory id → similarity of (memory id, cosine distance) rows, those above the model's floor."""
     found = {}
-    for memory_id, dist in ordered.values_list("memory_id", "distance")[:CANDIDATES]:
-        similarity = 1.0 - float(dist)
+    for memory_id, distance in rows:
+        similarity = 1.0 - float(distance)
         if similarity >= backend.similarity_floor:
             found[memory_id] = similarity
     return found
@@ -475,18 +480,54 @@ def _knn(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend, exac
 
 def _dense_exact(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend) -> dict:
     """memory id → similarity by an exact scan of the whole scope."""
-    return _knn(scoped=scoped, principal=principal, vector=vector, backend=backend, exact=True)
+    # Cast to the model's dimension, as hnsw_statement; "+ 0.0" keeps the planner off the index: an
+    # exact scan, the distance computed once.
+    distance = CosineDistance(Cast("embedding", output_field=VectorField(dimensions=backend.dimension)), vector)
+    rows = MemoryEmbedding.objects.for_tenant(principal.tenant).filter(model=backend.model_id, memory__in=scoped)
+    ordered = rows.annotate(distance=distance + 0.0).order_by("distance")
+    return _similarities(ordered.values_list("memory_id", "distance")[:CANDIDATES], backend)
 
 
-def _hnsw_candidates(*, scoped: QuerySet, principal, vector, backend: EmbeddingBackend) -> dict:
-    """memory id → similarity from the HNSW index with iterative scan, forced (the planner would
-    pick the exact plan and take 300+ ms on a large scope)."""
+# The HNSW index with iterative scan, forced: the planner would pick the exact plan and take 300+ ms
+# on a large scope. SET LOCAL: they end with the transaction.
+HNSW_SETTINGS = (
+    "SET LOCAL hnsw.iterative_scan = relaxed_order",
+    "SET LOCAL hnsw.ef_search = 200",
+    "SET LOCAL enable_sort = off",
+)
+
+
+def hnsw_statement(vector, *, scope: SearchScope, tenant_id, backend: EmbeddingBackend) -> tuple[str, list]:
+    """The ``CANDIDATES`` nearest memories of ``scope`` to ``vector`` from the model's HNSW index, as
+    (memory id, cosine distance) rows; to run with ``HNSW_SETTINGS`` in force."""
+    dimension = int(backend.dimension)
+    # Cast to the model's dimension: the expression its partial HNSW index is built on.
+    sql = f"""SELECT e.memory_id, e.embedding::vector({dimension}) <=> %s::vector({dimension}) AS distance
+        FROM memories_memoryembedding e
+        WHERE e.tenant_id = %s AND e.model = %s
+          AND e.memory_id IN (SELECT memories_memory.id FROM memories_memory WHERE ({scope.where}))
+        ORDER BY distance LIMIT %s"""
+    return sql, [Vector(vector).to_text(), tenant_id, backend.model_id, *scope.where_params, CANDIDATES]
+
+
+def hnsw_follow_up(vector, dense_rows: list, *, scope: SearchScope, tenant_id, backend) -> tuple[str, list] | None:
+    """What a side connection runs after ``dense_statement`` (``retrieval.side``): the HNSW k-NN,
+    settings included, when its rows say the scope takes that path; else None."""
+    if not dense_rows or dense_rows[0][2] is not True:
+        return None
+    sql, params = hnsw_statement(vector, scope=scope, tenant_id=tenant_id, backend=backend)
+    return "; ".join([*HNSW_SETTINGS, sql]), params
+
+
+def _hnsw_rows(*, scope: SearchScope, tenant_id, vector, backend: EmbeddingBackend) -> list[tuple]:
+    """The rows of ``hnsw_statement``, run on this connection."""
+    sql, params = hnsw_statement(vector, scope=scope, tenant_id=tenant_id, backend=backend)
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = 200")
-        cursor.execute("SET LOCAL enable_sort = off")
-    try:
-        return _knn(scoped=scoped, principal=principal, vector=vector, backend=backend, exact=False)
-    finally:
-        with connection.cursor() as cursor:
+        for setting in HNSW_SETTINGS:
+            cursor.execute(setting)
+        try:
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        finally:
             cursor.execute("SET LOCAL enable_sort = on")  # survives savepoints: restore it
+    return rows

@@ -47,6 +47,7 @@ from memory_service.retrieval.candidates import (
     add_dense_candidates,
     covering_path,
     dense_statement,
+    hnsw_follow_up,
     memories_by_id,
     rescore_similarities,
     search_scope,
@@ -314,7 +315,8 @@ def memory_search(
         scoped = scoped.filter(kind__in=kinds)
 
     scope = search_scope(scoped=scoped, owner_keys=scope_owner_keys(user=user, repository=repository, session=session))
-    # The dense statement runs on a side connection once the vector is there (retrieval.side)...
+    # The dense statement (and a large scope's HNSW k-NN after it) runs on a side connection once
+    # the vector is there (retrieval.side)...
     pending_dense = None
     if pending_vector is not None and covering_path(backend):
         statement = partial(
@@ -324,7 +326,10 @@ def memory_search(
             backend=backend,
             hnsw_rows=candidates.hnsw_threshold(),  # read here: it may query the database
         )
-        pending_dense = dense_rows_in_background(pending_vector, statement, tenant_id=principal.tenant_id)
+        follow_up = partial(hnsw_follow_up, scope=scope, tenant_id=principal.tenant_id, backend=backend)
+        pending_dense = dense_rows_in_background(
+            pending_vector, statement, tenant_id=principal.tenant_id, follow_up=follow_up
+        )
     # ... while this connection runs the text statement.
     found = text_candidates(scope=scope, tsquery=lexical_query(masked) if ranking.lexical else "")
     degraded = False
@@ -334,8 +339,16 @@ def memory_search(
         degraded = True
     else:
         if vector is not None:
-            rows = pending_dense.result() if pending_dense is not None else None
-            add_dense_candidates(found, scope=scope, principal=principal, vector=vector, backend=backend, rows=rows)
+            side = pending_dense.result() if pending_dense is not None else None
+            add_dense_candidates(
+                found,
+                scope=scope,
+                principal=principal,
+                vector=vector,
+                backend=backend,
+                rows=side.rows if side is not None else None,
+                hnsw_rows=side.follow_up if side is not None else None,
+            )
     dense, lexical, facts = found.dense, found.lexical, found.facts
     scripts = {i: f.script for i, f in facts.items()}
     use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)

@@ -4,7 +4,9 @@ A search's two candidate statements are independent: the text statement (lexical
 no query vector, the dense statement needs nothing the text statement finds. ``dense_rows_in_background``
 runs, on a helper thread, the wait for the query's vector and then the dense statement on a
 connection from a small pool of this process (``SEARCH_SIDE_CONNECTIONS``; 0 turns it off), while
-the request's thread sends the text statement. The search then takes the rows it fetched.
+the request's thread sends the text statement; when the dense statement's rows say the scope is
+too large for it, the HNSW k-NN follows on the same connection (``follow_up``). The search then
+takes the rows it fetched.
 
 The side transaction is read-only and bound to the token's tenant like every other transaction
 (row-level security; the statement also names the tenant). It reads committed data, as each
@@ -85,49 +87,71 @@ def close_side_pool() -> None:
         _side = None
 
 
-def dense_rows_in_background(pending_vector: Future, statement, *, tenant_id) -> Future | None:
+@dataclass(frozen=True)
+class DenseRows:
+    """What a side connection fetched: the dense statement's rows, and the follow-up's when one ran."""
+
+    rows: list[tuple]
+    follow_up: list[tuple] | None = None
+
+
+def dense_rows_in_background(pending_vector: Future, statement, *, tenant_id, follow_up=None) -> Future | None:
     """Start the dense stage on a side connection once the query's vector is there.
 
-    ``statement(vector) -> (sql, params)`` builds the dense statement. The future's ``result()``
-    is the statement's rows, or None when the vector is missing or no side connection could run
-    it (the caller then runs it on its own connection). Returns None when the feature is off or
-    every side thread is busy with another search.
+    ``statement(vector) -> (sql, params)`` builds the dense statement; ``follow_up(vector, rows) ->
+    (sql, params) | None`` what to run next on the same connection given its rows (the HNSW k-NN of
+    a large scope), in a transaction of its own. The future's ``result()`` is a ``DenseRows``, or
+    None when the vector is missing or no side connection could run the dense statement (the caller
+    then runs it on its own connection; a follow-up that fails leaves ``follow_up`` None, for the
+    caller to run). Returns None when the feature is off or every side thread is busy with another
+    search.
     """
     side = _side_pool()
     if side is None or not side.slots.acquire(blocking=False):
         return None
     try:
-        return side.threads.submit(_dense_rows, side, pending_vector, statement, str(tenant_id))
+        return side.threads.submit(_dense_rows, side, pending_vector, statement, follow_up, str(tenant_id))
     except BaseException:
         side.slots.release()
         raise
 
 
-def _dense_rows(side: _Side, pending_vector: Future, statement, tenant_id: str) -> list[tuple] | None:
+def _dense_rows(side: _Side, pending_vector: Future, statement, follow_up, tenant_id: str) -> DenseRows | None:
     try:
-        return _run_dense(side.pool, pending_vector, statement, tenant_id)
+        return _run_dense(side.pool, pending_vector, statement, follow_up, tenant_id)
     finally:
         side.slots.release()
 
 
-def _run_dense(pool: ConnectionPool, pending_vector: Future, statement, tenant_id: str) -> list[tuple] | None:
+def _run_dense(pool: ConnectionPool, pending_vector: Future, statement, follow_up, tenant_id: str) -> DenseRows | None:
     try:
         vector = pending_vector.result()
     except EmbeddingUnavailable:
         return None
-    sql, params = statement(vector)
     try:
         conn = pool.getconn(timeout=_WAIT_S)
     except PoolTimeout:
         return None
     try:
-        bind, bind_params = tenant_binding_sql(tenant_id)
-        rows = None
+        rows = _read_only(conn, tenant_id, *statement(vector))
+        if rows is None:
+            return None
+        more = follow_up(vector, rows) if follow_up is not None else None
+        return DenseRows(rows=rows, follow_up=_read_only(conn, tenant_id, *more) if more is not None else None)
+    finally:
+        pool.putconn(conn)  # a broken connection is discarded and replaced by the pool
+
+
+def _read_only(conn, tenant_id: str, sql: str, params: list) -> list[tuple] | None:
+    """The rows of the last statement of ``sql`` that returns rows, in one round trip: a read-only
+    transaction bound to the tenant, the statements, its end. None when it fails."""
+    bind, bind_params = tenant_binding_sql(tenant_id)
+    rows = None
+    try:
         with conn.cursor() as cursor:
-            # One round trip: a read-only transaction bound to the tenant, the statement, its end.
             # (On an error the server skips the rest; the pool rolls the connection back.)
             cursor.execute("BEGIN READ ONLY; " + bind + sql + "; ROLLBACK", [*bind_params, *params])
-            while True:  # the rows of the last statement that returns rows: the dense statement
+            while True:
                 if cursor.description is not None:
                     rows = cursor.fetchall()
                 if not cursor.nextset():
@@ -136,5 +160,3 @@ def _run_dense(pool: ConnectionPool, pending_vector: Future, statement, tenant_i
     except psycopg.Error:
         logger.warning("dense stage on a side connection failed; running it on the request's", exc_info=True)
         return None
-    finally:
-        pool.putconn(conn)  # a broken connection is discarded and replaced by the pool

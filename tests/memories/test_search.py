@@ -279,15 +279,14 @@ def test_it_takes_a_scopes_nearest_vectors_from_the_covering_index(write, api_cl
     for text in KEY_NOTES:
         write(text=text, scope="repository", repository="r1")
     embed_all()
-    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_rows")
     found = search(api_client, query="how often do we rotate keys", top=1)
     assert calls == []
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
 
 
-def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write, api_client, embed_all, monkeypatch):
-    from django.db import connection
-
+def _large_scope(write, embed_all, monkeypatch):
+    """Three notes in r1, embedded; the covering index and an exact scan both made too small for them."""
     from memory_service.retrieval import candidates as candidates_module
 
     for text in KEY_NOTES:
@@ -295,7 +294,40 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
     embed_all()
     monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 1)  # too many vectors for the covering index
     monkeypatch.setattr(candidates_module, "EXACT_SCAN_MAX_ROWS", 1)  # and for an exact scan
-    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_candidates")
+    return candidates_module
+
+
+def test_a_large_scopes_hnsw_search_runs_on_the_side_connection_after_the_dense_statement(
+    write, api_client, embed_all, monkeypatch
+):
+    from memory_service.retrieval import side
+
+    candidates_module = _large_scope(write, embed_all, monkeypatch)
+    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_rows")
+    read_only, ran, plans = side._read_only, [], []
+
+    def recording(conn, tenant_id, sql, params):
+        ran.append(sql)
+        if "hnsw.ef_search" in sql:  # the k-NN: its plan, with its settings, in a transaction of its own
+            explain = sql.replace("SELECT e.memory_id", "EXPLAIN (FORMAT JSON) SELECT e.memory_id", 1)
+            plans.append(json.dumps(read_only(conn, tenant_id, explain, params)[0][0]))
+        return read_only(conn, tenant_id, sql, params)
+
+    monkeypatch.setattr(side, "_read_only", recording)
+    found = search(api_client, query="how often do we rotate keys", top=1)
+    assert calls == []  # the scope counted by the dense statement, the k-NN on the side connection
+    assert len(ran) == 2 and "hnsw.ef_search" in ran[1]
+    assert len(plans) == 1 and '"Index Name": "memory_embedding_usem3_hnsw"' in plans[0]  # the index, not a scan
+    assert found["items"][0]["text"] == "Rotate the signing keys yearly"
+
+
+def test_without_side_connections_a_large_scope_uses_the_hnsw_index_and_restores_the_planner(
+    write, api_client, embed_all, monkeypatch
+):
+    from django.db import connection
+
+    candidates_module = _large_scope(write, embed_all, monkeypatch)
+    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_rows")
     plans = []
 
     def explain_knn(execute, sql, params, many, context):
@@ -306,9 +338,9 @@ def test_it_uses_the_hnsw_index_for_large_scopes_and_restores_the_planner(write,
             plans.append(json.dumps(raw.fetchone()[0]))
         return result
 
-    with connection.execute_wrapper(explain_knn):
+    with override_settings(SEARCH_SIDE_CONNECTIONS=0), connection.execute_wrapper(explain_knn):
         found = search(api_client, query="how often do we rotate keys", top=1)
-    assert calls == ["_hnsw_candidates"]  # the dense statement already counted the scope
+    assert calls == ["_hnsw_rows"]  # the dense statement already counted the scope
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
     assert len(plans) == 1 and '"Index Name": "memory_embedding_usem3_hnsw"' in plans[0]  # the index, not a scan
     with connection.cursor() as cursor:
@@ -331,7 +363,7 @@ def test_owners_with_more_memories_than_the_covering_index_reads_are_not_counted
     original = search_module.add_dense_candidates
     spy = lambda found, **kw: dense_rows.append(kw["rows"]) or original(found, **kw)  # noqa: E731
     monkeypatch.setattr(search_module, "add_dense_candidates", spy)
-    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_rows")
     found = search(api_client, query="how often do we rotate keys", top=1)
     # Four memories, three with vectors: past the limit of two, the count is the owners' memories
     # (from their statistics row), and no vector of the range is read.
@@ -348,7 +380,7 @@ def test_a_scope_between_the_covering_and_hnsw_limits_is_scanned_exactly(write, 
     embed_all()
     monkeypatch.setattr(candidates_module, "COVERING_MAX_ROWS", 1)
     monkeypatch.setattr(candidates_module, "hnsw_threshold", lambda: 100)  # as in a table of 10M rows
-    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_candidates")
+    calls = _spy(monkeypatch, candidates_module, "_dense_exact", "_hnsw_rows")
     found = search(api_client, query="how often do we rotate keys", top=1)
     assert calls == ["_dense_exact"]
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
@@ -364,7 +396,7 @@ def test_a_filter_that_rejects_the_nearest_vectors_falls_back_to_an_exact_scan(
     write(text="Decision: signing keys live in the vault", kind="decision", scope="repository", repository="r1")
     embed_all()
     monkeypatch.setattr(candidates_module, "NEAREST_READ", 1)  # only the nearest note is read: not a decision
-    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_candidates")
+    calls = _spy(monkeypatch, candidates_module, "_scope_exceeds", "_dense_exact", "_hnsw_rows")
     found = search(api_client, query="rotate the signing keys every year", kinds=["decision"])
     assert calls == ["_scope_exceeds", "_dense_exact"]  # few owners' vectors: the scope counted only now
     assert [i["text"] for i in found["items"]] == ["Decision: signing keys live in the vault"]

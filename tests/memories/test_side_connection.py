@@ -63,7 +63,8 @@ def test_the_side_connection_finds_what_the_request_connection_finds(side_connec
     parallel = [_search(client, q) for q in queries]
     assert side_connections().get("requests_num", 0) - served_before == len(queries)
     # Each search took its dense rows from the side connection: the scope's 3 vectors counted.
-    assert [rows[0][0] for rows in side_rows] == [3, 3, 3]
+    assert [found.rows[0][0] for found in side_rows] == [3, 3, 3]
+    assert [found.follow_up for found in side_rows] == [None, None, None]  # a small scope: no HNSW k-NN
 
     assert [_ranking(r) for r in parallel] == [_ranking(r) for r in sequential]
     assert parallel[0]["items"][0]["text"].startswith("Connection pool exhaustion")
@@ -76,8 +77,11 @@ def test_the_side_transaction_is_read_only_bound_to_the_tenant_and_ended(side_co
     vector.set_result([0.0])
     tenant_id = "7b0e1f0e-34b7-4f4c-9d55-2d6a0d1b9a11"
     settings_sql = "SELECT current_setting('transaction_read_only'), current_setting('app.tenant_id')"
-    found = side.dense_rows_in_background(vector, lambda _vector: (settings_sql, []), tenant_id=tenant_id)
-    assert found.result() == [("on", tenant_id)]
+    found = side.dense_rows_in_background(
+        vector, lambda _vector: (settings_sql, []), tenant_id=tenant_id, follow_up=lambda _v, _rows: (settings_sql, [])
+    )
+    assert found.result() == side.DenseRows(rows=[("on", tenant_id)], follow_up=[("on", tenant_id)])
+
     write_sql = "CREATE TEMP TABLE t (x int)"
     refused = side.dense_rows_in_background(vector, lambda _vector: (write_sql, []), tenant_id=tenant_id)
     assert refused.result() is None  # the caller runs the statement itself
@@ -88,6 +92,18 @@ def test_the_side_transaction_is_read_only_bound_to_the_tenant_and_ended(side_co
     finally:
         for conn in held:
             pool.putconn(conn)
+
+
+def test_a_failed_follow_up_is_left_to_the_request_connection(side_connections):
+    vector = Future()
+    vector.set_result([0.0])
+    found = side.dense_rows_in_background(
+        vector,
+        lambda _vector: ("SELECT 1", []),
+        tenant_id="7b0e1f0e-34b7-4f4c-9d55-2d6a0d1b9a11",
+        follow_up=lambda _vector, rows: (f"SELECT {rows[0][0]} / 0", []),
+    )
+    assert found.result() == side.DenseRows(rows=[(1,)], follow_up=None)
 
 
 def test_another_tenants_search_on_a_side_connection_sees_none_of_it(side_connections):
@@ -128,7 +144,7 @@ def test_a_search_runs_sequentially_when_every_side_thread_is_busy(side_connecti
             future.set_exception(EmbeddingUnavailable("test"))
     assert [b.result() for b in busy] == [None, None]
     freed = side.dense_rows_in_background(_done([0.0] * 3), lambda vector: ("SELECT 1", []), tenant_id="x")
-    assert freed is not None and freed.result() == [(1,)]  # the slots are free again
+    assert freed is not None and freed.result() == side.DenseRows(rows=[(1,)])  # the slots are free again
 
 
 def _done(value) -> Future:
