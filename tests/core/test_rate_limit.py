@@ -4,6 +4,7 @@ import httpx
 import pytest
 from django.test import override_settings
 
+from memory_service.ratelimit import WINDOW_SECONDS
 from memory_service.redis import get_redis
 from tests.factories import make_tenant, make_token
 
@@ -17,9 +18,18 @@ def _clear_counters():
             redis.delete(key)
 
 
+def _wait_for_a_fresh_window(margin: float = 10.0) -> None:
+    """The limits count in fixed one-minute windows: requests sent across a window's end would
+    start counting again. Start a test with at least ``margin`` seconds of its window left."""
+    left = WINDOW_SECONDS - time.time() % WINDOW_SECONDS
+    if left < margin:
+        time.sleep(left + 0.05)
+
+
 @pytest.fixture(autouse=True)
 def clear_counters():
     _clear_counters()
+    _wait_for_a_fresh_window()
     yield
     _clear_counters()
 
