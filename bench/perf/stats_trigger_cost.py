@@ -27,7 +27,7 @@ from bench.perf import corpus  # noqa: E402
 
 TRIGGERS = {
     "owner": ("memory_lexical_stats_insert", "memory_lexical_stats_update", "memory_lexical_stats_delete"),
-    "lexeme": ("memory_lexeme_stats_insert", "memory_lexeme_stats_update", "memory_lexeme_stats_delete"),
+    "lexeme": ("memory_lexical_terms_insert", "memory_lexical_terms_update", "memory_lexical_terms_delete"),
 }
 
 

@@ -304,3 +304,69 @@ def test_a_term_repeated_in_the_query_counts_once(corpus):
         )
         found = {str(memory_id): rank for memory_id, rank in cursor.fetchall()}
     assert found == pytest.approx(expected, rel=1e-5)
+
+
+def test_two_writers_of_one_owner_storing_in_several_statements_wait_instead_of_deadlocking(tenant):
+    """A bulk request stores its parts in several statements of one transaction. Two of them for one
+    owner wait on the owner's statistics row before any lexeme row: B's first part ("00zero…",
+    whose lexeme sorts before the shared date terms) must not hold "00zero" while it waits for A,
+    whose second part needs it."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from memory_service.memories.services import memory_create
+    from tenants.access import Principal
+    from tests.conftest import ALL_PERMISSIONS
+    from tests.factories import make_token
+
+    token = make_token(tenant, permissions=ALL_PERMISSIONS).token
+    a_first_stored, a_may_go_on = threading.Event(), threading.Event()
+    b_pid, errors = [], []
+
+    def writer(name, texts, after_first):
+        try:
+            with tenant_context(tenant.id), transaction.atomic():
+                principal = Principal.from_token(token)
+                memory_create(principal=principal, scope="user", user="u1", text=texts[0])
+                after_first()
+                memory_create(principal=principal, scope="user", user="u1", text=texts[1])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append((name, repr(exc)))
+        finally:
+            connection.close()
+
+    def a_after_first():
+        a_first_stored.set()
+        assert a_may_go_on.wait(30)
+
+    def b_starts():
+        a_first_stored.wait(30)
+        connection.ensure_connection()
+        b_pid.append(connection.connection.info.backend_pid)
+
+    a = threading.Thread(target=writer, args=("A", ["alpha beta", "00zero delta"], a_after_first))
+    b = threading.Thread(target=lambda: (b_starts(), writer("B", ["00zero gamma", "epsilon"], lambda: None)))
+    a.start()
+    b.start()
+    try:
+        # B's first statement waits for A's transaction (a lock), holding no lexeme row of A's next part.
+        assert a_first_stored.wait(30)
+        waiting = False
+        for _ in range(300):
+            if b_pid:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [b_pid[0]])
+                    row = cursor.fetchone()
+                if row and row[0] == "Lock":
+                    waiting = True
+                    break
+            threading.Event().wait(0.05)
+        assert waiting
+    finally:
+        a_may_go_on.set()
+        a.join(60)
+        b.join(60)
+    assert errors == []
+    assert lexeme_stats(tenant)[("user:u1", "00zero")] == 2
+    assert lexeme_stats(tenant) == counted_lexemes(tenant)

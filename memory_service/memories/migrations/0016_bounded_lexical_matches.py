@@ -109,26 +109,44 @@ _DROP_ZEROS = """
         WHERE s.tenant_id = lowered.tenant_id AND s.owner_key = lowered.owner_key AND s.lexeme = lowered.lexeme
           AND s.documents <= 0;"""
 
+# Writers of one owner must wait for each other on its OwnerLexicalStats row, taken before any of
+# its lexeme rows: a bulk request stores its parts in several statements of one transaction, and two
+# of them locking lexeme rows statement by statement would deadlock. The triggers fire in name
+# order, so migration 0010's ("memory_lexical_stats_…") upserts the owner rows first; an edit that
+# leaves a memory's length unchanged skips them there, so they are locked here too.
+_LOCK_OWNERS = f"""
+        PERFORM 1 FROM memories_ownerlexicalstats s
+        WHERE (s.tenant_id, s.owner_key) IN (
+            SELECT tenant_id, owner_key FROM ({_CHANGED.format(side="n")}) changed_new
+            UNION SELECT tenant_id, owner_key FROM ({_CHANGED.format(side="o")}) changed_old)
+        ORDER BY s.tenant_id, s.owner_key FOR UPDATE;"""
+
+_UPDATED = (
+    _LOCK_OWNERS
+    + _APPLY.format(changes=f"{_UPDATED_NEW} UNION ALL {_UPDATED_OLD}")
+    + _DROP_ZEROS.format(lowered=_UPDATED_OLD)
+)
+
 STATS_TRIGGER = f"""
 CREATE FUNCTION memory_lexeme_stats_apply() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN{_APPLY.format(changes=_INSERTED)}
-    ELSIF TG_OP = 'UPDATE' THEN{_APPLY.format(changes=f"{_UPDATED_NEW} UNION ALL {_UPDATED_OLD}")}{_DROP_ZEROS.format(lowered=_UPDATED_OLD)}
+    ELSIF TG_OP = 'UPDATE' THEN{_UPDATED}
     ELSE{_APPLY.format(changes=_DELETED)}{_DROP_ZEROS.format(lowered=_DELETED)}
     END IF;
     RETURN NULL;
 END $$;
-CREATE TRIGGER memory_lexeme_stats_insert AFTER INSERT ON memories_memory
+CREATE TRIGGER memory_lexical_terms_insert AFTER INSERT ON memories_memory
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_lexeme_stats_apply();
-CREATE TRIGGER memory_lexeme_stats_update AFTER UPDATE ON memories_memory
+CREATE TRIGGER memory_lexical_terms_update AFTER UPDATE ON memories_memory
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_lexeme_stats_apply();
-CREATE TRIGGER memory_lexeme_stats_delete AFTER DELETE ON memories_memory
+CREATE TRIGGER memory_lexical_terms_delete AFTER DELETE ON memories_memory
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_lexeme_stats_apply();
 """
 DROP_STATS_TRIGGER = """
-DROP TRIGGER IF EXISTS memory_lexeme_stats_insert ON memories_memory;
-DROP TRIGGER IF EXISTS memory_lexeme_stats_update ON memories_memory;
-DROP TRIGGER IF EXISTS memory_lexeme_stats_delete ON memories_memory;
+DROP TRIGGER IF EXISTS memory_lexical_terms_insert ON memories_memory;
+DROP TRIGGER IF EXISTS memory_lexical_terms_update ON memories_memory;
+DROP TRIGGER IF EXISTS memory_lexical_terms_delete ON memories_memory;
 DROP FUNCTION IF EXISTS memory_lexeme_stats_apply();
 """
 
