@@ -7,9 +7,10 @@ the full-text statement alone took 96 ms at the median and 210 ms at p95 there. 
 
 - ``OwnerLexemeStats``: how many of a scope owner's memories hold each lexeme, kept by
   statement-level triggers on the memory table like ``OwnerLexicalStats`` (migration 0010), so the
-  IDFs are read, not counted: exact, whoever writes. A statement that writes several owners locks
-  their rows in (tenant, owner, lexeme) order; two writers of one owner already wait for each other
-  on its ``OwnerLexicalStats`` row.
+  IDFs are read, not counted: exact, whoever writes. A statement locks their rows in (tenant,
+  owner, lexeme) order, and only once it holds the owners' ``OwnerLexicalStats`` rows, so writers
+  of one owner wait for each other there (as they did before) and never deadlock on lexeme rows
+  across the several statements of a bulk request (``_LOCK_OWNERS``).
 - The GIN index keys each memory by ``memory_owner_lexeme_tsv``: the same (tenant, owner, lexeme)
   hashes as migration 0009's, as the lexemes of a tsvector instead of an array, so that a tsquery
   over them — any boolean combination of terms — is answered inside the index.
