@@ -49,8 +49,8 @@ QUERIES = [
 ]
 
 
-def reference_bm25_with(documents: dict, query: str, *, tf) -> dict:
-    """``reference_bm25`` with each term's frequency replaced by ``tf(frequency)``."""
+def reference_bm25(documents: dict, query: str) -> dict:
+    """id → BM25 of ``query`` for every document holding one of its terms. ``documents``: id → terms."""
     terms = query_terms(query)
     count = len(documents)
     average = sum(len(d) for d in documents.values()) / count
@@ -60,19 +60,14 @@ def reference_bm25_with(documents: dict, query: str, *, tf) -> dict:
         frequencies = Counter(document)
         score = 0.0
         for term in terms:
-            if not frequencies.get(term):
+            f = frequencies.get(term)
+            if not f:
                 continue
-            f = tf(frequencies[term])
             idf = math.log(1 + (count - holding[term] + 0.5) / (holding[term] + 0.5))
             score += idf * f * (K1 + 1) / (f + K1 * (1 - B + B * len(document) / average))
         if score:
             scores[memory_id] = score
     return scores
-
-
-def reference_bm25(documents: dict, query: str) -> dict:
-    """id → BM25 of ``query`` for every document holding one of its terms. ``documents``: id → terms."""
-    return reference_bm25_with(documents, query, tf=lambda frequency: frequency)
 
 
 def service_rows(tenant, owner_keys: list[str], query: str) -> list[tuple]:
