@@ -209,6 +209,11 @@ class Memory(models.Model):
             models.Index(
                 fields=["tenant", "owner_key", "kind", "-occurred_at", "-created_at"], name="memory_owner_kind_occurred"
             ),
+            # A scope owner's memories that expire (a session's): with the index above, a lower
+            # bound of a large scope's size read from indexes alone (retrieval.candidates).
+            models.Index(
+                fields=["tenant", "owner_key"], name="memory_owner_expiring", condition=Q(expires_at__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

@@ -136,18 +136,33 @@ def hnsw_threshold() -> int:
 class SearchScope:
     """The memories a search may return: the queryset, its WHERE clause as SQL (compiled once), and
     the ``models.owner_key`` of every scope owner it may hold (a superset is fine: every candidate
-    is checked against the filter)."""
+    is checked against the filter).
+
+    ``whole_owner_keys``: owners (a subset of ``owner_keys``, possibly empty) every unexpired memory
+    of whom of ``kinds`` (every kind when empty) the scope holds — no other part of the filter
+    rejects any. Only used to tell cheaply that a scope is large (``_exceeds_sql``)."""
 
     queryset: QuerySet
     where: str
     where_params: list
     owner_keys: list[str]
+    whole_owner_keys: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
 
 
-def search_scope(*, scoped: QuerySet, owner_keys: list[str]) -> SearchScope:
+def search_scope(
+    *, scoped: QuerySet, owner_keys: list[str], whole_owner_keys: list[str] = (), kinds: list[str] = ()
+) -> SearchScope:
     """The ``SearchScope`` of ``scoped``; its filter may only name columns of the memory table."""
     where, where_params = _where(scoped)
-    return SearchScope(queryset=scoped, where=where, where_params=where_params, owner_keys=list(owner_keys))
+    return SearchScope(
+        queryset=scoped,
+        where=where,
+        where_params=where_params,
+        owner_keys=list(owner_keys),
+        whole_owner_keys=list(whole_owner_keys),
+        kinds=[str(kind) for kind in kinds],
+    )
 
 
 def _text_statement(*, scope: SearchScope, tsquery: str, recent_kinds: list[str]) -> tuple[str, list]:
@@ -211,9 +226,9 @@ def dense_statement(
 
     Its rows: the number of the scope owners' vectors (counted up to ``COVERING_MAX_ROWS + 1``; or
     their number of memories when that is already past it), the number of nearest vectors read,
-    whether the scope holds more than ``hnsw_rows`` memories (``hnsw_threshold()``; asked only when
-    the owners hold more than ``COVERING_MAX_ROWS``, else null), then one row per candidate (its
-    cosine distance, ``_FACT_COLUMNS``), or one row of nulls.
+    whether the scope holds more than ``hnsw_rows`` memories (``hnsw_threshold()``; ``_exceeds_sql``;
+    asked only when the owners hold more than ``COVERING_MAX_ROWS``, else null), then one row per
+    candidate (its cosine distance, ``_FACT_COLUMNS``), or one row of nulls.
     """
     # The owners' memories are counted first, from their one row each in OwnerLexicalStats: past
     # COVERING_MAX_ROWS (a monorepo) nothing else is read and the search takes another path. Else
@@ -222,11 +237,12 @@ def dense_statement(
     # each distance computed once, the nearest kept by a bounded sort. Counting in the same pass
     # cost a materialised copy of the range (bench/perf/analysis.md).
     # Each of the nearest is then checked against the scope's filter by its primary key (OFFSET 0:
-    # see _text_statement). Past COVERING_MAX_ROWS, the scope's memories are counted instead, up to
-    # hnsw_rows + 1: whether the HNSW index or an exact scan answers (a monorepo's 10,001 rows read
-    # cost ~14 ms, here beside the text statement rather than after it).
+    # see _text_statement). Past COVERING_MAX_ROWS, whether the scope holds more than hnsw_rows
+    # memories (_exceeds_sql) tells whether the HNSW index or an exact scan answers, here beside
+    # the text statement rather than after it.
     owners = "v.tenant_id = %s AND v.model = %s AND v.owner_key = ANY(%s)"
     limit = int(COVERING_MAX_ROWS)
+    exceeds_sql, exceeds_params = _exceeds_sql(scope, tenant_id=tenant_id, limit=hnsw_rows)
     sql = f"""
         WITH owner_memories AS MATERIALIZED (
             SELECT coalesce(sum(s.documents), 0) AS n FROM memories_ownerlexicalstats s
@@ -243,10 +259,7 @@ def dense_statement(
             WHERE (SELECT n FROM range_rows) <= {limit}
             ORDER BY distance LIMIT {int(NEAREST_READ)}),
         scope_exceeds AS MATERIALIZED (
-            SELECT CASE WHEN (SELECT n FROM range_rows) > {limit}
-                        THEN (SELECT count(*) FROM (
-                                  SELECT 1 FROM memories_memory WHERE ({scope.where}) LIMIT %s) capped) > %s
-                   END AS exceeds),
+            SELECT CASE WHEN (SELECT n FROM range_rows) > {limit} THEN {exceeds_sql} END AS exceeds),
         dense AS MATERIALIZED (
             SELECT nearest.memory_id AS id, nearest.distance
             FROM nearest
@@ -262,18 +275,50 @@ def dense_statement(
     half_vector = HalfVector(vector).to_text()
     return sql, [
         tenant_id, scope.owner_keys, *owner_params, half_vector, *owner_params,
-        *scope.where_params, hnsw_rows + 1, hnsw_rows, *scope.where_params, CANDIDATES,
+        *exceeds_params, *scope.where_params, CANDIDATES,
     ]  # fmt: skip
 
 
-def _scope_exceeds(*, where: str, where_params: list, limit: int) -> bool:
-    """Whether the scope holds more than ``limit`` rows (counted no further than that)."""
+def _exceeds_sql(scope: SearchScope, *, tenant_id, limit: int) -> tuple[str, list]:
+    """A boolean SQL expression: whether ``scope`` (of tenant ``tenant_id``) holds more than
+    ``limit`` memories.
+
+    First from indexes alone: the whole owners' memories of the scope's kinds (read from
+    ``memory_owner_kind_occurred``, up to limit + 1 more than those expiring) less those of them
+    that have an expiry (``memory_owner_expiring``; none of a user's or a repository's as written)
+    is a lower bound of the scope's size (1.9 ms for a monorepo at 1M). Only when that bound is
+    not past ``limit`` are the scope's rows counted, with its whole filter (up to limit + 1 rows
+    from the heap: 13 ms).
+    """
+    cap = int(limit) + 1
+    counted = f"""(SELECT count(*) FROM (SELECT 1 FROM memories_memory WHERE ({scope.where}) LIMIT {cap}) capped)
+        > {int(limit)}"""
+    if not scope.whole_owner_keys:
+        return counted, list(scope.where_params)
+    kinds = "AND o.kind = ANY(%s)" if scope.kinds else ""
+    # Both counts are capped; an expiring count at its cap proves nothing (the bound is then 0).
+    sql = f"""CASE WHEN (
+            SELECT CASE WHEN e.n >= {cap} THEN 0
+                        ELSE (SELECT count(*) FROM (
+                                  SELECT 1 FROM memories_memory o
+                                  WHERE o.tenant_id = %s AND o.owner_key = ANY(%s) {kinds}
+                                  LIMIT {cap} + e.n) whole) - e.n
+                   END
+            FROM (SELECT count(*) AS n FROM (
+                      SELECT 1 FROM memories_memory x
+                      WHERE x.tenant_id = %s AND x.owner_key = ANY(%s) AND x.expires_at IS NOT NULL
+                      LIMIT {cap}) expiring) e) > {int(limit)} THEN true
+        ELSE {counted} END"""
+    owners = [tenant_id, scope.whole_owner_keys]
+    return sql, [*owners, *([scope.kinds] if scope.kinds else []), *owners, *scope.where_params]
+
+
+def _scope_exceeds(*, scope: SearchScope, tenant_id, limit: int) -> bool:
+    """Whether the scope holds more than ``limit`` memories (``_exceeds_sql``)."""
+    sql, params = _exceeds_sql(scope, tenant_id=tenant_id, limit=limit)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM memories_memory WHERE {where} LIMIT %s) capped",
-            [*where_params, limit + 1],
-        )
-        return cursor.fetchone()[0] > limit
+        cursor.execute(f"SELECT {sql}", params)
+        return cursor.fetchone()[0]
 
 
 def _candidate(row) -> Candidate:
@@ -393,7 +438,7 @@ def add_dense_candidates(
     incomplete = range_rows > COVERING_MAX_ROWS or (nearest_rows >= NEAREST_READ and dense_rows < CANDIDATES)
     if not covering or incomplete:
         if scope_exceeds is None:  # the dense statement did not count the scope
-            scope_exceeds = _scope_exceeds(where=scope.where, where_params=scope.where_params, limit=hnsw_threshold())
+            scope_exceeds = _scope_exceeds(scope=scope, tenant_id=principal.tenant_id, limit=hnsw_threshold())
         if scope_exceeds:
             found.path = "hnsw"
             if hnsw_rows is None:

@@ -314,7 +314,14 @@ def memory_search(
     if kinds:
         scoped = scoped.filter(kind__in=kinds)
 
-    scope = search_scope(scoped=scoped, owner_keys=scope_owner_keys(user=user, repository=repository, session=session))
+    # The user's and the repository's memories pass the principal's visibility whole (resolve_where
+    # checked them); a session's may hold other users' memories.
+    scope = search_scope(
+        scoped=scoped,
+        owner_keys=scope_owner_keys(user=user, repository=repository, session=session),
+        whole_owner_keys=scope_owner_keys(user=user, repository=repository, session=""),
+        kinds=kinds or [],
+    )
     # The dense statement (and a large scope's HNSW k-NN after it) runs on a side connection once
     # the vector is there (retrieval.side)...
     pending_dense = None

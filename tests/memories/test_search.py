@@ -386,6 +386,48 @@ def test_a_scope_between_the_covering_and_hnsw_limits_is_scanned_exactly(write, 
     assert found["items"][0]["text"] == "Rotate the signing keys yearly"
 
 
+def test_a_scope_is_known_to_be_large_from_its_whole_owners_indexes_before_its_rows_are_counted(
+    write, tenant, other_client
+):
+    from memory_service.memories.models import Memory
+    from memory_service.retrieval.candidates import _scope_exceeds, search_scope
+
+    for n in range(3):
+        write(text=f"Note {n} on deploys", scope="repository", repository="r1")
+    write(text="Decision: deploy on Tuesdays", kind="decision", scope="repository", repository="r1")
+    for n in range(5):  # another tenant's owner of the same name counts for nothing
+        body = {"scope": "repository", "repository": "r1", "kind": "note", "text": f"Other tenant's note {n}"}
+        assert other_client.post("/api/v1/memories", body, format="json").status_code == 201
+
+    def exceeds(limit, *, whole=("repository:r1",), kinds=(), text=None) -> bool:
+        scoped = Memory.objects.for_tenant(tenant).filter(scope="repository", repository="r1")
+        if kinds:
+            scoped = scoped.filter(kind__in=kinds)
+        if text is not None:  # a filter the whole owners are wrongly said to pass: shows the bound decided
+            scoped = scoped.filter(text=text)
+        scope = search_scope(scoped=scoped, owner_keys=["repository:r1"], whole_owner_keys=whole, kinds=kinds)
+        with tenant_context(tenant.id):
+            return _scope_exceeds(scope=scope, tenant_id=tenant.id, limit=limit)
+
+    # Counted: four memories.
+    assert [exceeds(3, whole=()), exceeds(4, whole=())] == [True, False]
+    assert [exceeds(3), exceeds(4)] == [True, False]
+    # The bound (four whole memories) decides without reading the rows the filter would reject ...
+    assert exceeds(3, text="no such text") is True
+    assert exceeds(3, whole=(), text="no such text") is False
+    # ... only past the limit; else the rows are counted (none pass).
+    assert exceeds(4, text="no such text") is False
+    # Of the kinds asked for only.
+    assert [exceeds(2, kinds=["note"], text="no such text"), exceeds(1, kinds=["decision"])] == [True, False]
+    # An owner's expiring memories are not counted in the bound.
+    write(text="Session scratch", scope="session", session="s1")
+    with tenant_context(tenant.id):
+        decision = Memory.objects.for_tenant(tenant).filter(repository="r1", kind="decision")
+        assert decision.update(expires_at="2099-01-01T00:00:00Z") == 1
+    assert [exceeds(2, text="no such text"), exceeds(3, text="no such text")] == [True, False]
+    assert exceeds(3) is True  # counted: the decision has not expired yet
+
+
 def test_a_filter_that_rejects_the_nearest_vectors_falls_back_to_an_exact_scan(
     write, api_client, embed_all, monkeypatch
 ):
