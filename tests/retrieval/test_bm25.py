@@ -278,6 +278,39 @@ def test_the_bounded_path_reads_the_memories_holding_most_of_the_rare_terms(rare
     ]
 
 
+def test_a_words_bigrams_count_as_one_term_when_the_bounded_path_chooses_what_to_read(tenant, api_client):
+    """Every memory holding 監査ログ holds its three bigrams, so they have one count. Taken for three
+    independent terms they would make "at least m of the rarest terms" look rare enough at m = 3,
+    and every memory with the word (100) would be read and scored; taken as one word, m = 5: only
+    the 20 memories holding both words are read (migration 0018)."""
+    both = [f"監査ログ 不安定 {n}" for n in range(20)]
+    texts = both + [f"監査ログ 確認 {n}" for n in range(80)] + [f"weekly deploy note {n}" for n in range(400)]
+    items = [{"scope": "user", "user": "u4", "kind": "note", "text": text} for text in texts]
+    response = api_client.post("/api/v1/memories/bulk", {"items": items}, format="json")
+    assert response.status_code == 200, response.json()
+    with tenant_context(tenant.id):
+        holding_both = {
+            str(i) for i in Memory.objects.for_tenant(tenant).filter(text__in=both).values_list("id", flat=True)
+        }
+    assert len(holding_both) == 20
+
+    with tenant_context(tenant.id), connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('memory.lexical_bounded', '6', true)")
+        # The rows read through the index are counted as fetched; a scan of this small table would not be.
+        cursor.execute("SELECT set_config('enable_seqscan', 'off', true)")
+        cursor.execute("SELECT pg_stat_get_xact_tuples_fetched('memories_memory'::regclass)")
+        before = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT id FROM memory_lexical_matches(%s::text[], to_tsquery('simple', %s), 10)",
+            [["user:u4"], lexical_query("監査ログ 不安定")],
+        )
+        found = {str(memory_id) for (memory_id,) in cursor.fetchall()}
+        cursor.execute("SELECT pg_stat_get_xact_tuples_fetched('memories_memory'::regclass)")
+        fetched = cursor.fetchone()[0] - before
+    assert len(found) == 10 and found <= holding_both
+    assert fetched <= 25  # the 20 holding both words (100 when the bigrams counted as three terms)
+
+
 def test_a_query_of_many_terms_and_a_full_scan_stay_exact(corpus):
     documents = documents_of(corpus, user="u1")
     many = "pottery bowl brother moving north town hiking trail steep glazing"  # more than six terms
