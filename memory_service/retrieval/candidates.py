@@ -19,7 +19,7 @@ of the scope's rows:
   document counts and average length over the owners' memories, kept by triggers: migrations 0010,
   0016), from a GIN index with one key per (tenant, owner, lexeme), through
   ``memory_lexical_matches`` (migrations 0006, 0007, 0009: under row-level security the match could
-  never use an index; 0016: in scopes past 50,000 memories, only the matches holding most of the
+  never use an index; 0016, 0018: in scopes past 50,000 memories, only the matches holding most of the
   query's rarest terms, chosen in the index), each checked against the scope's filter like the
   dense ones;
 - recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
