@@ -18,6 +18,9 @@ from bench._stats import summary
 from bench.perf import corpus
 from bench.perf.client import BASE_URL, KeepAliveClient
 
+# Searches of another sample sent before the REST search is measured (``phase._rest``).
+WARMUP_SEARCHES = 200
+
 
 def workload(specs, tenants: dict, total: int, n: int, seed: int, *, stratified: bool = False) -> list[dict]:
     """Search requests: (tenant, user, repository, query). Traffic ∝ tenant size unless ``stratified``

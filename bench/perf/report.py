@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.perf import corpus
+from bench.perf.measure import WARMUP_SEARCHES
 from bench.perf.report_size import asgi_profile_sentence, cell, size_section
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -181,7 +182,8 @@ def _figures_table(results: dict) -> list[str]:
         )
     out.append("")
     out.append(
-        "REST figures: sequential warm requests through uvicorn (one process) on 127.0.0.1, traffic ∝ "
+        "REST figures: sequential warm requests through uvicorn (one process) on 127.0.0.1, after "
+        f"{WARMUP_SEARCHES} searches of another sample (not counted), traffic ∝ "
         "tenant size, scope user + repository. DB figures: EXPLAIN ANALYZE execution time of the SQL the ORM "
         "produced during the in-process run, as the app role with the tenant set (RLS on)."
     )
