@@ -36,6 +36,7 @@ of the best full-text matches takes the lexical stage from all of the owners' ma
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.core.exceptions import EmptyResultSet, FullResultSet
@@ -151,7 +152,7 @@ class SearchScope:
 
 
 def search_scope(
-    *, scoped: QuerySet, owner_keys: list[str], whole_owner_keys: list[str] = (), kinds: list[str] = ()
+    *, scoped: QuerySet, owner_keys: Sequence[str], whole_owner_keys: Sequence[str] = (), kinds: Sequence[str] = ()
 ) -> SearchScope:
     """The ``SearchScope`` of ``scoped``; its filter may only name columns of the memory table."""
     where, where_params = _where(scoped)
