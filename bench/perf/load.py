@@ -288,6 +288,12 @@ def table_facts(owner_url: str) -> dict:
     return facts
 
 
+def memory_rows(owner_url: str) -> int:
+    """How many memories the bench database holds (every tenant)."""
+    with connect(owner_url) as conn:
+        return conn.execute("SELECT count(*) FROM memories_memory").fetchone()[0]
+
+
 def shrink(*, owner_url: str, target_total: int, log) -> dict:
     """Cut the corpus back to the rows loaded for ``target_total`` (by the vectors' load stamps):
     real vectors of the 10k load, + those of the 100k load; synthetic ones only at 1M. Rows written
