@@ -28,10 +28,10 @@ A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that
 the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``)
 takes the dense stage from ``MemoryEmbedding``: an exact scan of the scope when it is small
 enough, else the HNSW index with iterative scan (``hnsw_statement``). Whether it is small enough
-is counted by the dense statement itself when the owners are past ``COVERING_MAX_ROWS`` (on the
-side connection, while the text statement runs), else afterwards (``_scope_exceeds``). A filter that rejects most
-of the best full-text matches takes the lexical stage from all of the owners' matches
-(``_lexical_scan``).
+(``_exceeds_sql``: a lower bound from indexes, else a capped count) is asked by the dense statement
+itself when the owners are past ``COVERING_MAX_ROWS`` (on the side connection, while the text
+statement runs), else afterwards (``_scope_exceeds``). A filter that rejects most of the best
+full-text matches takes the lexical stage from all of the owners' matches (``_lexical_scan``).
 """
 
 import time
