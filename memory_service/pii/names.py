@@ -29,6 +29,7 @@ the spans back. Nothing here logs or raises with the text.
 
 import functools
 import gzip
+import threading
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Protocol
@@ -355,13 +356,25 @@ _LATIN_RUN = regex.compile(r"[A-Za-z][A-Za-z'’\-. ]*[A-Za-z]")
 
 
 class JapaneseNames:
-    """People (and places) in Japanese text: Sudachi's 人名 (地名) tags and honorifics."""
+    """People (and places) in Japanese text: Sudachi's 人名 (地名) tags and honorifics.
+
+    Safe to call from several threads at once: a Sudachi tokenizer may be used by one thread at a
+    time ("Already borrowed" otherwise), so each thread gets its own from the one dictionary.
+    """
 
     def __init__(self) -> None:
         from sudachipy import dictionary, tokenizer
 
-        self._tokenizer = dictionary.Dictionary(dict="core").create()
+        self._dictionary = dictionary.Dictionary(dict="core")
         self._mode = tokenizer.Tokenizer.SplitMode.C
+        self._local = threading.local()
+
+    @property
+    def _tokenizer(self):
+        tokenizer = getattr(self._local, "tokenizer", None)
+        if tokenizer is None:
+            tokenizer = self._local.tokenizer = self._dictionary.create()
+        return tokenizer
 
     def find(self, texts: Sequence[str]) -> list[list[NameSpan]]:
         """The name spans of each text."""

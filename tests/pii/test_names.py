@@ -1,5 +1,8 @@
 """The name tier's parts: the English filter and lexicon, the Japanese finder, the lexicon file."""
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from memory_service.pii.names import LEXICON_FILE, JapaneseNames, build_lexicon, looks_like_a_name, name_lexicon
@@ -42,6 +45,25 @@ def test_the_japanese_finder_joins_family_and_given_names_and_reads_honorifics()
     spans = finder.find([text])[0]
 
     assert sorted(text[start:end] for start, end, kind in spans if kind == "PERSON") == ["Ito", "佐藤 花子", "小鳥遊"]
+
+
+def test_japanese_names_are_masked_from_many_threads_at_once(masker, policy):
+    # A web process masks concurrent requests' text on its threads with one masker; a Sudachi
+    # tokenizer shared between them raised "Already borrowed" (a 500 for the search).
+    texts = [f"佐藤花子さんと{n}回目の障害対応を振り返った。鈴木部長が再発防止策を承認した。" for n in range(200)]
+    expected = [masker.mask(text, policy).text for text in texts]
+    start = threading.Barrier(8)
+
+    def mask_all(offset: int) -> list[str]:
+        start.wait()
+        return [masker.mask(texts[(offset + i) % len(texts)], policy).text for i in range(len(texts))]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(mask_all, range(8)))
+
+    for offset, masked in enumerate(results):
+        assert masked == expected[offset:] + expected[:offset]
+    assert expected[0] == "<PERSON>さんと0回目の障害対応を振り返った。<PERSON>部長が再発防止策を承認した。"
 
 
 def test_an_unknown_given_name_before_a_known_family_name_is_a_name(masker, policy):
