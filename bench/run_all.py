@@ -49,6 +49,24 @@ BENCHMARKS = {
     "bulk_ingest": [PY, "bench/bulk_ingest.py", "--requests", "3", "--size", "500"],
     "jobs": [PY, "bench/jobs.py", "--sizes", "10000,50000", "--refreshes", "30"],
     "load_test": [PY, "bench/load_test.py", "--memories", "1500", "--seconds", "20"],
+    "load_search": [
+        PY,
+        "bench/load_test.py",
+        "--memories",
+        "10000",
+        "--seconds",
+        "20",
+        "--levels",
+        "1,2,4,8",
+        "--tenants",
+        "1",
+        "--tokens-per-tenant",
+        "4",
+        "--search-share",
+        "1",
+        "--out",
+        str(RESULTS_DIR / "load_search.md"),
+    ],  # fmt: skip
     "perf_search": [PY, "bench/perf_search.py", "--sizes", "10000", "--budget-min", "20"],
 }
 EXPERIMENTS = {

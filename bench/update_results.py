@@ -39,6 +39,7 @@ SECTIONS = [
     "bulk_profile",
     "bulk_ingest",
     "load_test",
+    "load_search",
     "jobs",
     "web_stack",
 ]

@@ -6,6 +6,7 @@ from django.test import override_settings
 
 from memory_service.ratelimit import WINDOW_SECONDS
 from memory_service.redis import get_redis
+from memory_service.settings import base
 from tests.factories import make_tenant, make_token
 
 ATTACKER = "203.0.113.9"
@@ -80,8 +81,8 @@ MCP_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 def test_it_limits_mcp_and_rest_together(live_server_url):
     raw = make_token(make_tenant("limited"), permissions=["memory:read"]).raw
     prefix = raw.split(".")[0]
-    # Fill the token's window as the running server counts it (600 per minute by default).
-    get_redis().incrby(f"memory-service:ratelimit:{prefix}:{int(time.time() // 60)}", 600)
+    # Fill the token's window as the running server counts it (its settings' default limit).
+    get_redis().incrby(f"memory-service:ratelimit:{prefix}:{int(time.time() // 60)}", base.RATE_LIMIT_PER_MINUTE)
     headers = MCP_HEADERS | {"Authorization": f"Bearer {raw}"}
     mcp = httpx.post(f"{live_server_url}/mcp/", json=MCP_LIST, headers=headers)
     rest = httpx.get(f"{live_server_url}/api/v1/memories", headers=headers)
