@@ -86,14 +86,25 @@ def summary_table(figures: dict[str, dict], *, with_source: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A figure kept from an earlier run says so: "p50 24.4 ms (at 7577ca7)" (``bench/perf/report.py``).
+_KEPT_FROM = re.compile(r"\(at ([0-9a-f]{7,40})\)")
+
+
+def _commits(facts: dict) -> list[str]:
+    """The commits a benchmark's figures come from: its run's, and those its kept rows name."""
+    kept = {match for _what, figure, _target in facts["figures"] for match in _KEPT_FROM.findall(figure)}
+    return sorted({facts["commit"]} | kept)
+
+
 def provenance(figures: dict[str, dict]) -> str:
-    """One sentence: whether every section came from one commit with a clean tree."""
-    commits = sorted({facts["commit"] for facts in figures.values()})
+    """One sentence: whether every section, and every row kept from an earlier run, came from one
+    commit with a clean tree."""
+    commits = sorted({commit for facts in figures.values() for commit in _commits(facts)})
     dirty = sorted(name for name, facts in figures.items() if facts["dirty"])
     if len(commits) == 1 and not dirty:
         return f"Every section comes from commit `{commits[0]}` with a clean tree."
     by_commit = "; ".join(
-        f"`{commit}`: {', '.join(n for n, f in figures.items() if f['commit'] == commit)}" for commit in commits
+        f"`{commit}`: {', '.join(n for n, f in figures.items() if commit in _commits(f))}" for commit in commits
     )
     tail = f" Run with uncommitted changes: {', '.join(dirty)}." if dirty else ""
     return f"**Not from one commit** — {by_commit}.{tail}"

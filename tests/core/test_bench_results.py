@@ -58,6 +58,18 @@ def test_sections_from_other_commits_or_a_dirty_tree_are_named(tmp_path, monkeyp
     assert "`jobs` (def5678, uncommitted changes)" in (tmp_path / "RESULTS.md").read_text()
 
 
+def test_rows_kept_from_an_earlier_run_name_their_commit_in_the_provenance(tmp_path, monkeypatch):
+    out = _paths(tmp_path, monkeypatch)
+    _figures(out, "api_latency", commit="abc1234")
+    kept = (("search at 10k", "p50 19 ms", ""), ("search at 1M", "p50 24 ms (at 7577ca7)", ""))
+    _figures(out, "perf_search", commit="abc1234", rows=kept)
+
+    results.update_results([])
+
+    readme = (tmp_path / "README.md").read_text()
+    assert "**Not from one commit** — `7577ca7`: perf_search; `abc1234`: api_latency, perf_search." in readme
+
+
 def test_a_run_knows_its_commit_and_command(monkeypatch):
     monkeypatch.setattr("sys.argv", [str(results.BENCH / "jobs.py"), "--sizes", "10000"])
     facts = results.run_facts()
