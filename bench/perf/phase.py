@@ -125,6 +125,15 @@ def _load(size: int, *, args, env: dict, specs, tenants, entry: dict, masker: st
             entry["initial_load"] = entry["load"]
         entry["load"] = load.shrink(owner_url=env["owner_url"], target_total=size, log=log)
     else:
+        # Synthetic vectors are perturbations of the real ones. Grown from the 10k corpus, each real
+        # vector had ~100 near-copies, and the HNSW index over those clusters found 0.40 of the
+        # monorepo's exact neighbours at any ef_search, against 0.995 when grown from 100k real rows
+        # (bench/RESULTS.md, "Search at 1M with a monorepo").
+        if not real and load.memory_rows(env["owner_url"]) < args.real_max:
+            raise SystemExit(
+                f"{size:,} memories are grown from {args.real_max:,} real ones: load those first "
+                f"(--sizes {args.real_max},{size})"
+            )
         entry["load"] = _grow(
             size, real=real, args=args, env=env, specs=specs, tenants=tenants, entry=entry, masker=masker
         )
