@@ -28,9 +28,9 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, start_celery_worker, write_section  # noqa: E402
+from bench._stack import bench_stack, start_celery_worker, start_uvicorn, write_section  # noqa: E402
 from bench._stats import percentiles  # noqa: E402
-from bench.api_latency import ACTIONS, TOPICS, serve  # noqa: E402
+from bench.api_latency import ACTIONS, TOPICS  # noqa: E402
 
 PORT = 8035
 P95_LIMIT_MS = 200
@@ -238,7 +238,8 @@ def run_levels(args) -> dict:
         connections.close_all()
         tokens_file = profile.dir / "tokens.json"
         tokens_file.write_text(json.dumps(tokens))
-        server = serve(PORT)
+        # Rate limits at their default, as a deployment runs (api_latency's server turns them off).
+        server = start_uvicorn(PORT, env={"PUBLIC_BASE_URL": f"http://127.0.0.1:{PORT}"})
         worker = start_worker(profile.dir / "logs" / "worker.log")
         try:
             driver = subprocess.run(
