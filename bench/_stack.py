@@ -85,6 +85,22 @@ def write_section(path, lines: list[str], figures: list[tuple[str, str, str]] = 
     print("\n".join(lines))
 
 
+def speed_probe(queries: int = 100) -> float:
+    """CPU milliseconds this process takes to embed one short query with the active model, averaged
+    over ``queries`` fixed ones: the machine's speed at the time of a run. The machines are shared
+    and drift (the same code embedded a query in 2.9 ms one morning and 5–7 ms that afternoon), so
+    a run's absolute figures compare with another run's only next to this."""
+    from memory_service.embeddings.backends import get_backend
+
+    backend = get_backend()
+    texts = [f"what did we decide about the cache timeout of service {n}" for n in range(queries)]
+    backend.embed_query(texts[0])
+    started = time.process_time()
+    for text in texts:
+        backend.embed_query(text)
+    return (time.process_time() - started) * 1000 / queries
+
+
 def start_uvicorn(port: int, *, env: dict, workers: int | None = None, attempts: int = 300, probe_timeout: float = 1):
     """uvicorn serving the whole application on loopback ``port`` with the environment plus ``env``
     (``--workers`` when given; its output discarded), returned once ``/healthz`` answers 200.

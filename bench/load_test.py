@@ -28,7 +28,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, start_celery_worker, start_uvicorn, write_section  # noqa: E402
+from bench._stack import bench_stack, speed_probe, start_celery_worker, start_uvicorn, write_section  # noqa: E402
 from bench._stats import percentiles  # noqa: E402
 from bench.api_latency import ACTIONS, TOPICS  # noqa: E402
 
@@ -236,6 +236,7 @@ def run_levels(args) -> dict:
         with connections["admin"].cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
         connections.close_all()
+        probe_ms = speed_probe()
         tokens_file = profile.dir / "tokens.json"
         tokens_file.write_text(json.dumps(tokens))
         # Rate limits at their default, as a deployment runs (api_latency's server turns them off).
@@ -258,7 +259,7 @@ def run_levels(args) -> dict:
         lost = missing_writes(acknowledged)
     load_after = os.getloadavg()
     return {
-        "raw": raw, "acknowledged": acknowledged, "lost": lost, "seeded_s": seeded_s,
+        "raw": raw, "acknowledged": acknowledged, "lost": lost, "seeded_s": seeded_s, "probe_ms": probe_ms,
         "load_before": load_before, "load_after": load_after,
     }  # fmt: skip
 
@@ -328,7 +329,8 @@ def section(args, run: dict, levels: list[dict]) -> tuple[list[str], list[tuple[
         f"--levels {args.levels} --tenants {args.tenants} --tokens-per-tenant {args.tokens_per_tenant} "
         f"--web-workers {args.web_workers} --search-share {args.search_share:g}` — "
         f"{datetime.now():%Y-%m-%d %H:%M}, "
-        f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before and {load_after[0]:.1f} after. "
+        f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before and {load_after[0]:.1f} after; "
+        f"speed probe {run['probe_ms']:.1f} ms (`_stack.speed_probe`: CPU to embed one query). "
         f"{setup(args, run['seeded_s'])}. {args.web_workers} uvicorn processes and one Celery worker "
         "(concurrency 2) on the same machine as PostgreSQL; closed-loop clients in a second process after a "
         f"10 s warm-up; {mix(args)}, searches within one repository; each level runs its time and the run "
@@ -390,8 +392,7 @@ def main() -> None:
     if args.drive:
         return drive(args)
     run = run_levels(args)
-    levels = [level_figures(level) for level in run["raw"]]
-    report, figures = section(args, run, levels)
+    report, figures = section(args, run, [level_figures(level) for level in run["raw"]])
     write_section(args.out, report, figures)
 
 
