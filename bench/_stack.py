@@ -101,6 +101,29 @@ def speed_probe(queries: int = 100) -> float:
     return (time.process_time() - started) * 1000 / queries
 
 
+def process_tree_cpu(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user and system) used so far by each named process and its live descendants,
+    from /proc (Linux): ``roots`` name → pid. A descendant counts for the nearest root above it; one
+    that has exited counts only once its parent has waited for it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent, used = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # it exited meanwhile
+                continue
+            parent[int(entry)], used[int(entry)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
+    names = {pid: name for name, pid in roots.items()}
+    totals = dict.fromkeys(roots, 0.0)
+    for pid, seconds in used.items():
+        while pid > 1 and pid not in names:
+            pid = parent.get(pid, 0)
+        if pid in names:
+            totals[names[pid]] += seconds
+    return totals
+
+
 def start_uvicorn(port: int, *, env: dict, workers: int | None = None, attempts: int = 300, probe_timeout: float = 1):
     """uvicorn serving the whole application on loopback ``port`` with the environment plus ``env``
     (``--workers`` when given; its output discarded), returned once ``/healthz`` answers 200.

@@ -28,7 +28,8 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench._stack import bench_stack, speed_probe, start_celery_worker, start_uvicorn, write_section  # noqa: E402
+from bench._plots import concurrency_plot  # noqa: E402
+from bench._stack import bench_stack, process_tree_cpu, speed_probe, start_celery_worker, start_uvicorn, write_section  # noqa: E402
 from bench._stats import percentiles  # noqa: E402
 from bench.api_latency import ACTIONS, TOPICS  # noqa: E402
 
@@ -145,8 +146,11 @@ def drive(args) -> None:
     tokens = json.loads(Path(args.tokens_file).read_text())
     # Warm-up, not reported: every web process loads the embedding model and fills its pool.
     drive_level(args.url, tokens, 4, 10, 0)
+    pids = json.loads(args.cpu_pids or "{}")
     for level, concurrency in enumerate(int(c) for c in args.levels.split(",")):
+        before = process_tree_cpu(pids)
         result = drive_level(args.url, tokens, concurrency, args.seconds, level + 1, args.search_share)
+        result["cpu_s"] = {name: used - before[name] for name, used in process_tree_cpu(pids).items()}
         print(json.dumps(result), flush=True)
         latencies = [ms for _, ms, _ in result["samples"]]
         if latencies and percentiles(latencies)[1] > P95_LIMIT_MS:
@@ -173,32 +177,6 @@ def missing_writes(ids: list[str]) -> int:
     return len(ids) - found
 
 
-def plot(levels: list[dict], path: Path, *, title: str) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    xs = [level["concurrency"] for level in levels]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, style in (("p50", "o-"), ("p95", "o--"), ("p99", "o:")):
-        ax.plot(xs, [level[key] for level in levels], style, label=f"all requests {key}", color="C0")
-    ax.plot(xs, [level["search_p95"] for level in levels], "s--", label="search p95", color="C2")
-    ax.plot(xs, [level["write_p95"] for level in levels], "^--", label="write p95", color="C3")
-    ax.axhline(P95_LIMIT_MS, color="grey", lw=0.8, ls="-.")
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="concurrent clients", ylabel="latency (ms)", title=title)
-    twin = ax.twinx()
-    twin.plot(xs, [level["throughput"] for level in levels], "k-", alpha=0.4, label="throughput")
-    twin.set_ylabel("requests/s")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return True
-
-
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, default=1500)
@@ -214,6 +192,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--tokens-file", help=argparse.SUPPRESS)
+    parser.add_argument("--cpu-pids", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -240,11 +219,13 @@ def run_levels(args) -> dict:
         # Rate limits at their default, as a deployment runs (api_latency's server turns them off).
         server = start_uvicorn(PORT, env={"PUBLIC_BASE_URL": f"http://127.0.0.1:{PORT}"})
         worker = start_worker(profile.dir / "logs" / "worker.log")
+        postmaster = int((profile.pgdata / "postmaster.pid").read_text().split()[0])
+        pids = {"web": server.pid, "postgres": postmaster, "worker": worker.pid}  # CPU accounted per level
         try:
             driver = subprocess.run(
                 [sys.executable, __file__, "--drive", "--url", f"http://127.0.0.1:{PORT}", "--tokens-file",
                  str(tokens_file), "--levels", args.levels, "--seconds", str(args.seconds),
-                 "--search-share", str(args.search_share)],
+                 "--search-share", str(args.search_share), "--cpu-pids", json.dumps(pids)],
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
         finally:
@@ -280,6 +261,7 @@ def level_figures(level: dict) -> dict:
             for status, count in sorted(Counter(s for _, _, s in samples if not 200 <= s < 300).items())
         ) or "0",
         "server_errors": sum(1 for _, _, status in samples if status == 0 or status >= 500),
+        "cpu_ms": {name: used * 1000 / max(len(samples), 1) for name, used in level.get("cpu_s", {}).items()},
     }  # fmt: skip
 
 
@@ -314,7 +296,9 @@ def section(args, run: dict, levels: list[dict]) -> tuple[list[str], list[tuple[
     below = [level for level in levels if level["p95"] <= P95_LIMIT_MS]
     best = max(below, key=lambda level: level["throughput"]) if below else None
     png = Path(args.out).with_suffix(".png")
-    plotted = plot(levels, png, title=f"{mix(args).capitalize()} on {os.cpu_count()} cores")
+    plotted = concurrency_plot(
+        levels, png, title=f"{mix(args).capitalize()} on {os.cpu_count()} cores", limit_ms=P95_LIMIT_MS
+    )
     rows = [  # a column without requests of its kind (writes, when searches run alone) shows "—"
         f"| {lv['concurrency']} | {lv['requests']} | {lv['throughput']:.1f} | {lv['p50']:.1f} | {lv['p95']:.1f} | "
         f"{lv['p99']:.1f} | {lv['search_p95']:.1f} | {lv['write_p95']:.1f} | {lv['errors_by_status']} |".replace(
@@ -351,6 +335,11 @@ def section(args, run: dict, levels: list[dict]) -> tuple[list[str], list[tuple[
     ]
     if args.search_share < 1:
         report.append(f"Acknowledged writes: {len(acknowledged)}; missing from the database afterwards: **{lost}**.")
+    if levels and levels[0]["cpu_ms"]:  # the processes' CPU over each level, per request
+        cpu = "; ".join(
+            f"{lv['concurrency']}: " + " / ".join(f"{ms:.1f}" for ms in lv["cpu_ms"].values()) for lv in levels
+        )
+        report.append(f"CPU a request, ms ({' / '.join(levels[0]['cpu_ms'])}, from /proc), by clients: {cpu}.")
     report.append("")
     if plotted:
         report += [f"![latency and throughput against concurrency](results/{png.name})", ""]
