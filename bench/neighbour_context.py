@@ -96,6 +96,7 @@ def study_conversation(data: dict, embed, found: dict) -> None:
         indexed = [" ".join(texts[j] for o in offsets if (j := neighbour(i, o)) is not None) for i in range(len(texts))]
         variants[name] = (embed(indexed), [words(t) for t in indexed])
     previous = np.array([p if (p := neighbour(i, -1)) is not None else -1 for i in range(len(texts))])
+    following = np.array([p if (p := neighbour(i, 1)) is not None else -1 for i in range(len(texts))])
     asked = embed([q["question"] for q in data["questions"]])
     for question, query in zip(data["questions"], asked, strict=True):
         evidence = set(question["evidence"])
@@ -108,9 +109,17 @@ def study_conversation(data: dict, embed, found: dict) -> None:
         dense, lexical = vectors @ query, bm25(documents, question["question"])
         before_dense = np.where(previous >= 0, dense[previous], dense)
         before_lexical = np.where(previous >= 0, lexical[previous], 0.0)
+        after_dense = np.where(following >= 0, dense[following], dense)
+        after_lexical = np.where(following >= 0, lexical[following], 0.0)
         for weight in QUERY_TIME_WEIGHTS:
             fused = fuse(dense + weight * before_dense, lexical + weight * before_lexical)
             found[(data["split"], f"the turn before's scores × {weight} added at query time: fused")].append(
+                recall_at_10(fused, ids, evidence)
+            )
+            fused = fuse(
+                dense + weight * (before_dense + after_dense), lexical + weight * (before_lexical + after_lexical)
+            )
+            found[(data["split"], f"the turns before and after, scores × {weight} added at query time: fused")].append(
                 recall_at_10(fused, ids, evidence)
             )
 
