@@ -50,7 +50,10 @@ def _store(principal, items: list[dict]) -> dict:
     return ids
 
 
-def load_life_chats(principal, conversations: list[str] | None = None) -> list[Question]:
+def load_life_chats(principal, conversations: list[str] | None = None, *, neighbours: bool = False) -> list[Question]:
+    """The life chats' questions, each turn stored as one user-scope memory "<speaker>: <text>" with
+    its session's time; ``neighbours``: each memory's text also holds the turns before and after it
+    in its session (a study of indexing a turn with its context, ``bench/neighbour_context.py``)."""
     questions = []
     paths = sorted((DATASETS / "life_chats").glob("c*.json"))
     for path in [p for p in paths if not conversations or p.stem in conversations]:
@@ -58,11 +61,13 @@ def load_life_chats(principal, conversations: list[str] | None = None) -> list[Q
         items = []
         for session in data["sessions"]:
             start = _utc(session["date"])
+            lines = [f"{turn['speaker']}: {turn['text']}" for turn in session["turns"]]
             for index, turn in enumerate(session["turns"]):
+                window = lines[max(index - 1, 0) : index + 2] if neighbours else [lines[index]]
                 items.append(
                     {
                         "external_id": turn["id"],
-                        "text": f"{turn['speaker']}: {turn['text']}",
+                        "text": "\n".join(window),
                         "scope": "user",
                         "user": data["conversation"],
                         "kind": "note",

