@@ -31,6 +31,7 @@ import math
 import os
 import random
 import re
+import statistics
 import sys
 import time
 from collections import Counter, defaultdict
@@ -180,7 +181,7 @@ def service(rescore: str = "") -> None:
         rng = random.Random(7)
         rankings = [("", 0.0), (f", re-scored by {rescore}", RANKING.rescore)] if rescore else [("", None)]
         print(f"\n| stored text of a turn (through the service, {settings.EMBEDDING_BACKEND}) | held-out R@10 |"
-              " held-out MRR | training R@10 |\n|---|---|---|---|")  # fmt: skip
+              " held-out MRR | training R@10 | held-out R@10 by kind |\n|---|---|---|---|---|")  # fmt: skip
         for name, neighbours in (("the turn alone", False), ("with the turns before and after", True)):
             tenant = tenant_create(slug=f"neighbours-{int(neighbours)}-{int(time.time())}")
             tenant = tenant_pii_policy_set(tenant=tenant, mode="pseudonym")
@@ -196,9 +197,14 @@ def service(rescore: str = "") -> None:
                 result = evaluate({tenant.id: principal}, questions, ranking)
                 held = [result[q.id] for q in questions if q.split == "heldout"]
                 train = [result[q.id] for q in questions if q.split == "train"]
+                kinds = sorted({q.kind for q in questions})
+                asked = [q for q in questions if q.split == "heldout"]
+                by_kind = " / ".join(
+                    f"{statistics.fmean(result[q.id]['R@10'] for q in asked if q.kind == kind):.3f}" for kind in kinds
+                )
                 print(f"| {name}{label} | {cell([r['R@10'] for r in held], rng)} | "
-                      f"{cell([r['MRR'] for r in held], rng)} | {cell([r['R@10'] for r in train], rng)} |",
-                      flush=True)  # fmt: skip
+                      f"{cell([r['MRR'] for r in held], rng)} | {cell([r['R@10'] for r in train], rng)} | "
+                      f"{by_kind} ({' / '.join(kinds)}) |", flush=True)  # fmt: skip
 
 
 def main() -> None:
