@@ -113,13 +113,15 @@ def study_conversation(data: dict, embed, found: dict) -> None:
     asked = embed([q["question"] for q in data["questions"]])
     for question, query in zip(data["questions"], asked, strict=True):
         evidence = set(question["evidence"])
-        for name, (vectors, documents) in variants.items():
-            dense, lexical = vectors @ query, bm25(documents, question["question"])
+        scored = {
+            name: (vectors @ query, bm25(documents, question["question"]))
+            for name, (vectors, documents) in variants.items()
+        }
+        for name, (dense, lexical) in scored.items():
             found[(data["split"], f"{name}: fused")].append(recall_at_10(fuse(dense, lexical), ids, evidence))
             found[(data["split"], f"{name}: dense only")].append(recall_at_10(dense, ids, evidence))
             found[(data["split"], f"{name}: BM25 only")].append(recall_at_10(lexical, ids, evidence))
-        vectors, documents = variants["the turn alone"]
-        dense, lexical = vectors @ query, bm25(documents, question["question"])
+        dense, lexical = scored["the turn alone"]
         before_dense = np.where(previous >= 0, dense[previous], dense)
         before_lexical = np.where(previous >= 0, lexical[previous], 0.0)
         after_dense = np.where(following >= 0, dense[following], dense)
