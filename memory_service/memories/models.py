@@ -148,6 +148,14 @@ class Memory(models.Model):
     )
 
     occurred_at = models.DateTimeField(default=timezone.now)
+    # The turn before this one when the memory is a turn of a conversation written in one bulk
+    # request (``services.thread_predecessors``). Search adds a share of a turn's neighbours' scores
+    # to its own (``retrieval.search.add_thread_neighbours``). Deleting the turn before sets it to
+    # null in the database, whichever path deletes (migration 0020), so no link outlives a memory.
+    thread_previous = models.ForeignKey(
+        "self", null=True, blank=True, editable=False, related_name="+",
+        on_delete=models.DO_NOTHING, db_constraint=False, db_index=False,
+    )  # fmt: skip
     valid_until = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
@@ -213,6 +221,10 @@ class Memory(models.Model):
             # bound of a large scope's size read from indexes alone (retrieval.candidates).
             models.Index(
                 fields=["tenant", "owner_key"], name="memory_owner_expiring", condition=Q(expires_at__isnull=False)
+            ),
+            # The turns that follow a memory: what its deletion sets to null (migration 0020).
+            models.Index(
+                fields=["thread_previous"], name="memory_thread_previous", condition=Q(thread_previous__isnull=False)
             ),
         ]
 

@@ -15,7 +15,7 @@ import operator
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -397,7 +397,27 @@ def _origin(write: _Write) -> str:
     return Origin.BULK if write.bulk else Origin.SINGLE
 
 
-def _new_memory(principal: Principal, write: _Write, now: datetime) -> Memory:
+#: The longest pause between two turns of one conversation (``continues_thread``).
+THREAD_GAP = timedelta(hours=1)
+
+
+def continues_thread(before: _Write, write: _Write) -> bool:
+    """Whether ``write`` is the next turn of a conversation after ``before``, the accepted item
+    before it in a bulk request (one refused in between is skipped): both notes of the same scope
+    owner, each with the time it was said (``occurred_at``), ``write``'s from 0 to ``THREAD_GAP``
+    after ``before``'s.
+
+    A conversation imported turn by turn reads this way; lessons, decisions and the other kinds
+    stand on their own, and notes without a time or from different days are not threaded.
+    """
+    if before.kind != Kind.NOTE or write.kind != Kind.NOTE or before.owner.key() != write.owner.key():
+        return False
+    if before.occurred_at is None or write.occurred_at is None:
+        return False
+    return timedelta(0) <= write.occurred_at - before.occurred_at <= THREAD_GAP
+
+
+def _new_memory(principal: Principal, write: _Write, now: datetime, thread_previous: uuid.UUID | None = None) -> Memory:
     owner, values = write.owner, write.values
     memory = Memory(
         tenant=principal.tenant,
@@ -423,6 +443,7 @@ def _new_memory(principal: Principal, write: _Write, now: datetime) -> Memory:
         source_client=principal.name,
         masker_version=masker_version(),
         occurred_at=write.occurred_at or now,
+        thread_previous_id=thread_previous,
         valid_until=write.valid_until,
         expires_at=now + principal.tenant.session_ttl if owner.scope == Scope.SESSION else None,
         created_at=now,
@@ -474,13 +495,14 @@ def _record_created(principal: Principal, created: list[tuple[Memory, _Write]]) 
     refresh_after_writes(memories)
 
 
-def _create(principal: Principal, write: _Write) -> MemoryWriteResult:
-    """Store one checked write, in its own savepoint (a lost race returns the winner)."""
+def _create(principal: Principal, write: _Write, thread_previous: uuid.UUID | None = None) -> MemoryWriteResult:
+    """Store one checked write, in its own savepoint (a lost race returns the winner);
+    ``thread_previous``: the turn it continues (``memory_create_many``)."""
     with transaction.atomic():
         existing = _Stored.for_writes(principal, [write]).repeated_by(write)
         if existing is not None:
             return MemoryWriteResult(memory=existing, created=False, pii=write.pii)
-        memory = _new_memory(principal, write, timezone.now())
+        memory = _new_memory(principal, write, timezone.now(), thread_previous)
         try:
             with transaction.atomic():
                 memory.save(force_insert=True)
@@ -513,18 +535,22 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     """``memory_create`` of each item (a dict of its ``fields``), in order: the list holds each
     item's result, or the error that refused it, and no item's error changes another's outcome.
 
-    The outcome is that of one ``memory_create`` per item; the work is batched: the free-text
-    fields of the items masked a part at a time (``masking_parts``: a large request in a few parts,
-    each stored while the next is masked), two lookups for the repeats of a part's items, one insert
-    each for its new memories, their audit events and their activity rows, and embedding tasks of
-    up to ``EMBEDDING_TASK_IDS`` memories. An item that supersedes others is written on its own, in
-    its place; a batch that loses a race to a concurrent write is written again item by item. Parts
+    The outcome is that of one ``memory_create`` per item, except that a new note continuing a
+    conversation (``continues_thread``: the accepted item before it, if new) is linked to that turn
+    (``Memory.thread_previous``). The work is batched: the free-text fields of the items masked a
+    part at a time (``masking_parts``: a large request in a few parts, each stored while the next
+    is masked), two lookups for the repeats of a part's items, one insert each for its new
+    memories, their audit events and their activity rows, and embedding tasks of up to
+    ``EMBEDDING_TASK_IDS`` memories. An item that supersedes others is written on its own, in its
+    place; a batch that loses a race to a concurrent write is written again item by item. Parts
     are stored in order, so an item repeating an earlier part's item finds it stored. Runs in the
     caller's transaction.
     """
     require_permission(principal, Permission.MEMORY_WRITE)
     started = time.perf_counter()  # each item's activity row counts the batch's time up to its insert
     results: list = [None] * len(items)
+    follows: dict[int, int] = {}  # item index → index of the turn it continues
+    last: tuple[int, _Write] | None = None
     free_text = [{name: item[name] for name in MASKED_FIELDS if name in item} for item in items]
     for indexes, masked in masking_parts(tenant=principal.tenant, values=free_text):
         checked: list[tuple[int, _Write]] = []
@@ -534,21 +560,32 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
                     write = _write_checked(principal=principal, started=started, bulk=True, **items[index])
                 except ApplicationError as exc:
                     results[index] = exc
-                else:
-                    checked.append((index, write))
+                    continue
+                checked.append((index, write))
+                if last is not None and continues_thread(last[1], write):
+                    follows[index] = last[0]
+                last = (index, write)
         # Runs of plain writes are stored together; a write that supersedes is stored alone.
         runs = itertools.groupby(checked, key=lambda pair: object() if pair[1].supersedes else False)
         for _key, run in runs:
-            for index, outcome in _create_run(principal, list(run)).items():
-                results[index] = outcome
+            _create_run(principal, list(run), results=results, follows=follows)
     return results
 
 
-def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict[int, MemoryWriteResult | ApplicationError]:
-    """Results by index of a run of checked writes (see ``memory_create_many``)."""
+def _turn_before(index: int, *, results: list, follows: dict[int, int]) -> uuid.UUID | None:
+    """The id of the memory created for the turn that item ``index`` continues; None when it
+    continues none, or that item repeated a stored memory or was refused."""
+    outcome = results[follows[index]] if index in follows else None
+    return outcome.memory.id if isinstance(outcome, MemoryWriteResult) and outcome.created else None
+
+
+def _create_run(principal: Principal, run: list[tuple[int, _Write]], *, results: list, follows: dict[int, int]) -> None:
+    """Store a run of checked writes, each outcome in ``results`` at its index (see
+    ``memory_create_many``); ``follows``: item index → index of the turn it continues."""
     if len(run) == 1 or any(write.supersedes for _index, write in run):
-        return {index: _create_or_error(principal, write) for index, write in run}
-    results: dict[int, MemoryWriteResult | ApplicationError] = {}
+        for index, write in run:
+            results[index] = _create_or_error(principal, write, _turn_before(index, results=results, follows=follows))
+        return
     try:
         with transaction.atomic():
             stored = _Stored.for_writes(principal, [write for _index, write in run])
@@ -562,7 +599,8 @@ def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict[int
                 if existing is not None:
                     results[index] = MemoryWriteResult(memory=existing, created=False, pii=write.pii)
                     continue
-                memory = _new_memory(principal, write, timezone.now())  # later items, later times
+                previous = _turn_before(index, results=results, follows=follows)
+                memory = _new_memory(principal, write, timezone.now(), previous)  # later items, later times
                 stored.add(memory)
                 created.append((memory, write))
                 results[index] = MemoryWriteResult(memory=memory, created=True, pii=write.pii)
@@ -571,14 +609,17 @@ def _create_run(principal: Principal, run: list[tuple[int, _Write]]) -> dict[int
                 del memory.__dict__["search_vector"]  # as after ``save``: an SQL expression
             _record_created(principal, created)
     except IntegrityError:
-        # A concurrent write stored one of these first: write each again on its own.
-        return {index: _create_or_error(principal, write) for index, write in run}
-    return results
+        # A concurrent write stored one of these first: write each again on its own (in order, so
+        # each turn before is this loop's outcome, not the batch's rolled-back memory).
+        for index, write in run:
+            results[index] = _create_or_error(principal, write, _turn_before(index, results=results, follows=follows))
 
 
-def _create_or_error(principal: Principal, write: _Write) -> MemoryWriteResult | ApplicationError:
+def _create_or_error(
+    principal: Principal, write: _Write, thread_previous: uuid.UUID | None = None
+) -> MemoryWriteResult | ApplicationError:
     try:
-        return _create(principal, write)
+        return _create(principal, write, thread_previous)
     except ApplicationError as exc:
         return exc
 

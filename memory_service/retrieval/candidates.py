@@ -66,12 +66,12 @@ NEAREST_READ = 2 * CANDIDATES
 _TABLE_ROWS_TTL_S = 300.0
 _table_rows: dict[str, tuple[float, float]] = {}
 
-# What ranking reads of a candidate; the last column is ``lexical.script_of(text) == "cjk"``. The
+# What ranking reads of a candidate; the seventh column is ``lexical.script_of(text) == "cjk"``. The
 # times are epoch seconds (float8 keeps their microseconds): ~150 rows a search, and loading them
 # as datetimes cost ~1 ms of Python per statement (bench/perf/analysis.md).
 _FACT_COLUMNS = (
     "m.id, m.priority, m.scope, m.confidence, extract(epoch FROM m.created_at)::float8,"
-    f" extract(epoch FROM m.occurred_at)::float8, m.text ~ '{CJK_SCRIPT_CLASS}'"
+    f" extract(epoch FROM m.occurred_at)::float8, m.text ~ '{CJK_SCRIPT_CLASS}', m.thread_previous_id"
 )
 # Every column of a memory except its tsvector (large, and only ever used inside SQL).
 _MEMORY_FIELDS = rows.concrete_fields(Memory, exclude=("search_vector",))
@@ -88,6 +88,7 @@ class Candidate:
     confidence: str
     created: float  # created_at, in epoch seconds
     script: str  # "cjk" or "latin", as ``lexical.script_of`` says of its text
+    follows: uuid.UUID | None = None  # the turn before it in its conversation (``Memory.thread_previous``)
 
 
 @dataclass
@@ -323,7 +324,7 @@ def _scope_exceeds(*, scope: SearchScope, tenant_id, limit: int) -> bool:
 
 
 def _candidate(row) -> Candidate:
-    memory_id, priority, scope, confidence, created, _occurred, cjk = row
+    memory_id, priority, scope, confidence, created, _occurred, cjk, follows = row
     return Candidate(
         id=memory_id,
         priority=priority,
@@ -331,6 +332,7 @@ def _candidate(row) -> Candidate:
         confidence=confidence,
         created=created,
         script="cjk" if cjk else "latin",
+        follows=follows,
     )
 
 

@@ -12,7 +12,8 @@
    held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
    (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, the dense term of
    every candidate (dense or lexical) is 0.7 of the re-scoring model's similarity, from its stored
-   vectors, and 0.3 of the active model's (``rescore``).
+   vectors, and 0.3 of the active model's (``rescore``). A turn of a conversation then adds half
+   of its neighbouring turns' fused scores (``add_thread_neighbours``).
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
    score, then the recent additions; a superseded memory never ranks above a listed memory that
@@ -78,7 +79,8 @@ class Ranking:
     ``lexical_norm``: BM25 scores divided by the best one ("max") or by the query's ideal score,
     capped at 1 ("ideal": a memory holding only the query's commonest word stays low);
     ``rescore``: the share of the re-scoring model's similarity in the dense term, when the
-    deployment has one and the query is in Latin script (0: not used).
+    deployment has one and the query is in Latin script (0: not used); ``thread``: the share of
+    each neighbour's fused score a turn of a conversation gets (``add_thread_neighbours``; 0: none).
     """
 
     dense: float = 0.6
@@ -87,6 +89,7 @@ class Ranking:
     dense_per_script: bool = False
     lexical_norm: str = "max"
     rescore: float = 0.7
+    thread: float = 0.5
 
 
 RANKING = Ranking()
@@ -192,6 +195,28 @@ def rescore(*, dense: dict, similarities: dict, share: float) -> dict:
     out = {i: share * second[i] + (1 - share) * primary.get(i, 0.0) for i in second}
     out.update({i: value for i, value in primary.items() if i not in second})
     return out
+
+
+def add_thread_neighbours(scores: dict, facts: dict, share: float) -> dict:
+    """memory id → score: each candidate's fused score plus ``share`` of the fused scores of the turns
+    just before and after it in its conversation (``Memory.thread_previous``), when those are
+    candidates too.
+
+    A turn such as "it took us four hours to get it back in the water" answers a question about
+    the boat only with the turn before it; measured on the conversational set (bench/RESULTS.md,
+    "A turn's neighbours"). Only candidates lend scores: they passed the scope's filter, so a
+    memory the caller may not read, or one that is gone, moves nothing. ``facts``: memory id →
+    ``candidates.Candidate``.
+    """
+    if not share:
+        return scores
+    boosted = dict(scores)
+    for memory_id, fact in facts.items():
+        before = fact.follows
+        if before in scores and memory_id in scores:
+            boosted[memory_id] += share * scores[before]
+            boosted[before] += share * scores[memory_id]
+    return boosted
 
 
 def pinned_first(hits: list) -> list:
@@ -372,6 +397,7 @@ def memory_search(
         dense=dense_term, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
         ideal=found.lexical_ideal,
     )  # fmt: skip
+    scores = add_thread_neighbours(scores, facts, ranking.thread)
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)

@@ -3,8 +3,10 @@
 import uuid
 from types import SimpleNamespace
 
+import pytest
+
 from memory_service.memories.status import DerivedStatus, Replacement
-from memory_service.retrieval.search import Ranking, fuse, replacements_first
+from memory_service.retrieval.search import Ranking, add_thread_neighbours, fuse, replacements_first
 
 
 def hit(name: str, replaced_by: tuple = (), partial: bool = False):
@@ -68,3 +70,20 @@ def test_a_replacement_through_an_unlisted_memory_moves_up_too():
     hits = [hit("a", ("b",)), hit("x"), hit("c")]  # a replaced by b (not listed), b by c
     assert names(replacements_first(hits)) == ["a", "x", "c"]
     assert names(replacements_first(hits, {"a": {"b", "c"}})) == ["c", "a", "x"]
+
+
+def test_a_turn_borrows_only_from_neighbours_that_are_candidates():
+    first, second, third, gone = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    facts = {
+        first: SimpleNamespace(follows=None),
+        second: SimpleNamespace(follows=first),
+        third: SimpleNamespace(follows=second),
+        gone: SimpleNamespace(follows=third),  # a recent-stage candidate: no fused score
+    }
+    scores = {first: 0.8, second: 0.2, third: 0.4}
+    assert add_thread_neighbours(scores, facts, 0.5) == pytest.approx(
+        {first: 0.8 + 0.1, second: 0.2 + 0.4 + 0.2, third: 0.4 + 0.1}
+    )
+    lone = uuid.uuid4()
+    assert add_thread_neighbours({lone: 0.3}, {lone: SimpleNamespace(follows=first)}, 0.5) == {lone: 0.3}
+    assert add_thread_neighbours(scores, facts, 0.0) == scores
