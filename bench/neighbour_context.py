@@ -60,6 +60,8 @@ TEXT_VARIANTS = {
     "with the turns before and after": (-1, 0, 1),
 }
 QUERY_TIME_WEIGHTS = (0.3, 0.5, 0.7)
+# Shares of its neighbours' fused scores a linked turn gets in the service (``Ranking.thread``).
+THREAD_SHARES = (0.0, 0.3, 0.5, 0.7)
 
 
 def words(text: str) -> list[str]:
@@ -162,8 +164,6 @@ def offline() -> None:
 def service(rescore: str = "") -> None:
     """Both loads through the service; ``rescore`` (a backend name) also re-scores with it, at the
     service's share, as a deployment with ``EMBEDDING_RESCORE_BACKEND`` does."""
-    from dataclasses import replace
-
     from bench._quality import evaluate, load_life_chats
     from bench._stack import bench_stack
     from bench.retrieval_quality import embed_everything
@@ -181,7 +181,6 @@ def service(rescore: str = "") -> None:
         if not settings.PII_PSEUDONYM_KEYS:
             settings.PII_PSEUDONYM_KEYS = "1:" + os.urandom(16).hex()
         rng = random.Random(7)
-        rankings = [("", 0.0), (f", re-scored by {rescore}", RANKING.rescore)] if rescore else [("", None)]
         print(f"\n| stored text of a turn (through the service, {settings.EMBEDDING_BACKEND}) | held-out R@10 |"
               " held-out MRR | training R@10 | held-out R@10 by kind |\n|---|---|---|---|---|")  # fmt: skip
         for name, neighbours in (("the turn alone", False), ("with the turns before and after", True)):
@@ -192,10 +191,9 @@ def service(rescore: str = "") -> None:
             for backend in (settings.EMBEDDING_BACKEND, rescore):
                 if backend:
                     embed_everything([tenant], build_backend(backend), pending_memory_ids, embed_memories)
-            for label, share in rankings:
-                settings.EMBEDDING_RESCORE_BACKEND = rescore if share else ""
+            for label, ranking in _rankings(RANKING, rescore, threads=THREAD_SHARES if not neighbours else (0.0,)):
+                settings.EMBEDDING_RESCORE_BACKEND = rescore if ranking.rescore else ""
                 get_rescore_backend.cache_clear()
-                ranking = None if share is None else replace(RANKING, rescore=share)
                 result = evaluate({tenant.id: principal}, questions, ranking)
                 held = [result[q.id] for q in questions if q.split == "heldout"]
                 train = [result[q.id] for q in questions if q.split == "train"]
@@ -204,9 +202,21 @@ def service(rescore: str = "") -> None:
                 by_kind = " / ".join(
                     f"{statistics.fmean(result[q.id]['R@10'] for q in asked if q.kind == kind):.3f}" for kind in kinds
                 )
-                print(f"| {name}{label} | {cell([r['R@10'] for r in held], rng)} | "
+                print(f"| {name}, {label} | {cell([r['R@10'] for r in held], rng)} | "
                       f"{cell([r['MRR'] for r in held], rng)} | {cell([r['R@10'] for r in train], rng)} | "
                       f"{by_kind} ({' / '.join(kinds)}) |", flush=True)  # fmt: skip
+
+
+def _rankings(ranking, rescore: str, threads: tuple[float, ...]):
+    """(label, ranking) of each share of the neighbours' scores in ``threads``, each also with the
+    re-scoring model when ``rescore`` names one."""
+    from dataclasses import replace
+
+    for share in threads:
+        label = f"neighbours' scores × {share}" if share else "no neighbours' scores"
+        yield label, replace(ranking, thread=share, rescore=0.0)
+        if rescore:
+            yield f"{label}, re-scored by {rescore}", replace(ranking, thread=share)
 
 
 def main() -> None:

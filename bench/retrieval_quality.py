@@ -29,6 +29,7 @@ import os
 import random
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -161,9 +162,16 @@ def sweep(args, tenants, principals, chats, bilingual, report: list[str]) -> tup
 
     from memory_service.embeddings.backends import build_backend, get_backend
     from memory_service.memories.embedding import embed_memories, pending_memory_ids
-    from memory_service.retrieval.search import Ranking
+    from memory_service.retrieval.search import RANKING, Ranking
 
-    lexical_only, dense_only = Ranking(dense=0, lexical=1, gate=False), Ranking(dense=1, lexical=0, gate=False)
+    # Each stage alone, and the weights before, without the neighbours' scores (``Ranking.thread``).
+    lexical_only = Ranking(dense=0, lexical=1, gate=False, thread=0.0)
+    dense_only = Ranking(dense=1, lexical=0, gate=False, thread=0.0)
+    references = (
+        ("dense only", dense_only),
+        ("weights before", Ranking(0.7, 0.3, True, thread=0.0)),
+        ("no neighbours", replace(RANKING, thread=0.0)),
+    )
     train = [q for q in chats + bilingual if q.split == "train"]
     selection = []  # (train objective, embedder, name, ranking)
     results = {}  # (embedder, method) → (life-chat result, bilingual result), every question
@@ -181,8 +189,9 @@ def sweep(args, tenants, principals, chats, bilingual, report: list[str]) -> tup
             selection.append((objective, embedder, name, ranking))
             print(f"{embedder} {name}: train objective {objective:.3f}", flush=True)
         search_ms = (time.perf_counter() - started) * 1000 / (len(train) * len(candidates))
-        # Every question: each stage alone, and the weights before this change (0.7 dense, 0.3 lexical).
-        for name, ranking in (("dense only", dense_only), ("weights before", Ranking(0.7, 0.3, True))):
+        # Every question: each stage alone, the weights before (0.7 dense, 0.3 lexical), and the
+        # service's ranking without its neighbours' scores.
+        for name, ranking in references:
             results[(embedder, name)] = (
                 evaluate(principals, chats, ranking),
                 evaluate(principals, bilingual, ranking),
@@ -235,10 +244,12 @@ def comparison(args, selection: list, results: dict, best: dict, chats, bilingua
         *[f"| {e} | {n} | {o:.3f} |" for o, e, n, _r in selection],
         "",
     ]
+    embedders = args.embedders.split(",")
     chosen = {
         "lexical only (BM25)": results[("-", "lexical only")],
-        **{f"dense only ({e})": results[(e, "dense only")] for e in args.embedders.split(",")},
-        **{f"fused 0.7/0.3, weights before ({e})": results[(e, "weights before")] for e in args.embedders.split(",")},
+        **{f"dense only ({e})": results[(e, "dense only")] for e in embedders},
+        **{f"fused 0.7/0.3, weights before ({e})": results[(e, "weights before")] for e in embedders},
+        **{f"the service's, no neighbours' scores ({e})": results[(e, "no neighbours")] for e in embedders},
         **{f"best fused ({e}, {n})": results[(e, n)] for e, (_o, n) in best.items()},
     }
     report += table(
@@ -269,8 +280,6 @@ def rescoring(args, principals, chats, bilingual, rng) -> tuple[list[str], list[
     the first embedder alone; the training objective of other shares for the record (the share was
     chosen over several loads: one load's random pseudonym keys move it by ±0.003). The report's
     tables and its summary row."""
-    from dataclasses import replace
-
     from django.conf import settings
 
     from memory_service.embeddings.backends import get_backend, get_rescore_backend
