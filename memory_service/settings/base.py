@@ -314,8 +314,8 @@ PII_HELPER_PROCESS = (
 # Requests per authenticated token per minute, REST and MCP together (0 disables). 50 a second:
 # four agents searching at once on their own tokens can draw all that a 2-core node serves (28–102
 # searches/s by the machine's speed and the size of their scopes, bench/RESULTS.md "Load test"),
-# and one closed-loop client is never refused; the limit stops a runaway loop, it does not share a
-# node out.
+# and one closed-loop client (37–59/s) reaches it only in the fastest hours; the limit stops a
+# runaway loop, it does not share a node out.
 # Failed authentications per client address per minute before they get 429 instead of 401 (0
 # disables).
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=3000)
