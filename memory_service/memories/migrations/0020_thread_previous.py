@@ -1,5 +1,5 @@
 """A memory's link to the turn before it in a conversation written in one bulk request
-(``Memory.thread_previous``; ``services.thread_predecessors``).
+(``Memory.thread_previous``; ``services.continues_thread``).
 
 The foreign key is the database's own, ``ON DELETE SET NULL``: whichever path deletes a memory (a
 delete, an erasure, retention, a raw statement), the turn after it loses the link in the same
