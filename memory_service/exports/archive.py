@@ -35,7 +35,8 @@ FORMAT_VERSION = 1
 MEMORY_FIELDS = (
     "id", "scope", "user", "repository", "session", "name", "author", "kind", "priority", "confidence", "lifecycle",
     "title", "text", "tags", "metadata", "solved_query", "external_id", "origin", "source_client", "masker_version",
-    "embedding_status", "embedding_model", "occurred_at", "valid_until", "expires_at", "created_at", "updated_at",
+    "embedding_status", "embedding_model", "occurred_at", "thread_previous_id", "valid_until", "expires_at",
+    "created_at", "updated_at",
 )  # fmt: skip
 SUPERSESSION_FIELDS = ("old_id", "new_id", "partial", "created_at")
 AUDIT_FIELDS = ("seq", "at", "actor", "action", "resource_type", "resource_ids", "details", "prev_hash", "hash")

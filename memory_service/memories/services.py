@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.postgres.search import SearchVector
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q, TextField, Value
 from django.utils import timezone
 
@@ -45,11 +45,12 @@ from memory_service.memories.models import (
     Priority,
     Scope,
     Supersession,
+    owner_key,
 )
 from memory_service.memories.selectors import memory_get
 from memory_service.retrieval.lexical import lexical_document
 from memory_service.session_context.services import refresh_after_write, refresh_after_writes
-from tenants.access import Principal, check_scope, check_supersede, require_permission, resolve_where
+from tenants.access import Principal, check_scope, check_supersede, memory_visibility, require_permission, resolve_where
 from tenants.context import tenant_context
 from tenants.identifiers import validate_identifier, validate_metadata_keys
 from tenants.masking import mask_fields, masker_version, masking_parts
@@ -417,6 +418,37 @@ def continues_thread(before: _Write, write: _Write) -> bool:
     return timedelta(0) <= write.occurred_at - before.occurred_at <= THREAD_GAP
 
 
+def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
+    """The note that the first turn of a bulk request, ``write``, continues: of the scope owner's
+    notes said from ``THREAD_GAP`` before ``write``'s time up to it, and readable by the token,
+    the one written last (``continues_thread``'s rule, across requests: a conversation sent in
+    several requests stays one thread). None when ``write`` is not a note with a time, or there
+    is none. One indexed statement; the row is locked against deletion until the transaction ends
+    (``FOR KEY SHARE``), so the link cannot name a memory deleted in between."""
+    if write.kind != Kind.NOTE or write.occurred_at is None:
+        return None
+    owner = write.owner
+    named = {Scope.USER: owner.user, Scope.REPOSITORY: owner.repository, Scope.SESSION: owner.session}[owner.scope]
+    newest = (
+        Memory.objects.for_tenant(principal.tenant)
+        .filter(
+            memory_visibility(principal),
+            owner_key=owner_key(owner.scope, named),
+            scope=owner.scope, user=owner.user, repository=owner.repository, session=owner.session,
+            kind=Kind.NOTE,
+            occurred_at__gte=write.occurred_at - THREAD_GAP,
+            occurred_at__lte=write.occurred_at,
+        )
+        .order_by("-created_at")
+        .values_list("id", flat=True)[:1]
+    )  # fmt: skip
+    sql, params = newest.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} FOR KEY SHARE", params)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
 def _new_memory(principal: Principal, write: _Write, now: datetime, thread_previous: uuid.UUID | None = None) -> Memory:
     owner, values = write.owner, write.values
     memory = Memory(
@@ -536,7 +568,8 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     item's result, or the error that refused it, and no item's error changes another's outcome.
 
     The outcome is that of one ``memory_create`` per item, except that a new note continuing a
-    conversation (``continues_thread``: the accepted item before it, if new) is linked to that turn
+    conversation (``continues_thread``: the accepted item before it, if new; for the first accepted
+    item, ``thread_end``: the owner's note written last) is linked to that turn
     (``Memory.thread_previous``). The work is batched: the free-text fields of the items masked a
     part at a time (``masking_parts``: a large request in a few parts, each stored while the next
     is masked), two lookups for the repeats of a part's items, one insert each for its new
@@ -549,7 +582,8 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     require_permission(principal, Permission.MEMORY_WRITE)
     started = time.perf_counter()  # each item's activity row counts the batch's time up to its insert
     results: list = [None] * len(items)
-    follows: dict[int, int] = {}  # item index → index of the turn it continues
+    # item index → index of the turn it continues, or the id of the stored note the first continues
+    follows: dict[int, int | uuid.UUID] = {}
     last: tuple[int, _Write] | None = None
     free_text = [{name: item[name] for name in MASKED_FIELDS if name in item} for item in items]
     for indexes, masked in masking_parts(tenant=principal.tenant, values=free_text):
@@ -562,6 +596,8 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
                     results[index] = exc
                     continue
                 checked.append((index, write))
+                if last is None and (earlier := thread_end(principal, write)) is not None:
+                    follows[index] = earlier
                 if last is not None and continues_thread(last[1], write):
                     follows[index] = last[0]
                 last = (index, write)
@@ -572,14 +608,18 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
     return results
 
 
-def _turn_before(index: int, *, results: list, follows: dict[int, int]) -> uuid.UUID | None:
-    """The id of the memory created for the turn that item ``index`` continues; None when it
-    continues none, or that item repeated a stored memory or was refused."""
-    outcome = results[follows[index]] if index in follows else None
+def _turn_before(index: int, *, results: list, follows: dict) -> uuid.UUID | None:
+    """The id of the memory created for the turn that item ``index`` continues, or of the stored
+    note it continues; None when it continues none, or that item repeated a stored memory or was
+    refused."""
+    before = follows.get(index)
+    if isinstance(before, uuid.UUID):
+        return before
+    outcome = results[before] if before is not None else None
     return outcome.memory.id if isinstance(outcome, MemoryWriteResult) and outcome.created else None
 
 
-def _create_run(principal: Principal, run: list[tuple[int, _Write]], *, results: list, follows: dict[int, int]) -> None:
+def _create_run(principal: Principal, run: list[tuple[int, _Write]], *, results: list, follows: dict) -> None:
     """Store a run of checked writes, each outcome in ``results`` at its index (see
     ``memory_create_many``); ``follows``: item index → index of the turn it continues."""
     if len(run) == 1 or any(write.supersedes for _index, write in run):

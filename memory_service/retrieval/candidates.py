@@ -22,7 +22,10 @@ of the scope's rows:
   never use an index; 0016, 0018: in scopes past 50,000 memories, only the matches holding most of the
   query's rarest terms, chosen in the index), each checked against the scope's filter like the
   dense ones;
-- recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``.
+- recent: the newest lessons and conclusions of each owner, from ``memory_owner_kind_occurred``;
+- a conversation's neighbours (after fusion, with ``Ranking.thread_fetch``, not the service's
+  ranking: ``thread_neighbours``): the turns just before and after the ranked candidates, by
+  primary key and ``memory_thread_previous``, checked against the filter.
 
 A scope whose owners hold more than ``COVERING_MAX_ROWS`` vectors, a filter that rejects most of
 the nearest rows, or a model too wide for the covering index (``SCOPE_VECTOR_MAX_DIMENSION``)
@@ -36,7 +39,7 @@ full-text matches takes the lexical stage from all of the owners' matches (``_le
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.core.exceptions import EmptyResultSet, FullResultSet
@@ -460,6 +463,26 @@ def _add_facts(found: Candidates, ids) -> None:
             cursor.execute(f"SELECT {_FACT_COLUMNS} FROM memories_memory m WHERE m.id = ANY(%s)", [missing])
             for facts in cursor.fetchall():
                 found.facts[facts[0]] = _candidate(facts)
+
+
+def thread_neighbours(*, scope: SearchScope, ranked: Mapping[uuid.UUID, Candidate]) -> dict[uuid.UUID, Candidate]:
+    """memory id → ``Candidate`` of the turns just before and after the ``ranked`` candidates in
+    their conversations (``Memory.thread_previous``) that are not ranked themselves, as far as they
+    pass the scope's filter. One statement over the primary key and the ``memory_thread_previous``
+    index; none when nothing is ranked."""
+    if not ranked:
+        return {}
+    ids = list(ranked)
+    befores = list({fact.follows for fact in ranked.values() if fact.follows is not None} - set(ranked))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT {_FACT_COLUMNS} FROM memories_memory m
+                CROSS JOIN LATERAL (SELECT 1 FROM memories_memory
+                                    WHERE memories_memory.id = m.id AND ({scope.where}) OFFSET 0) visible
+                WHERE (m.id = ANY(%s) OR m.thread_previous_id = ANY(%s)) AND NOT m.id = ANY(%s)""",
+            [*scope.where_params, befores, ids, ids],
+        )
+        return {row[0]: _candidate(row) for row in cursor.fetchall()}
 
 
 def _lexical_scan(*, scope: SearchScope, tsquery: str) -> tuple[dict, float]:

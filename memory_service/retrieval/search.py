@@ -80,7 +80,11 @@ class Ranking:
     capped at 1 ("ideal": a memory holding only the query's commonest word stays low);
     ``rescore``: the share of the re-scoring model's similarity in the dense term, when the
     deployment has one and the query is in Latin script (0: not used); ``thread``: the share of
-    each neighbour's fused score a turn of a conversation gets (``add_thread_neighbours``; 0: none).
+    each neighbour's fused score a turn of a conversation gets (``add_thread_neighbours``; 0: none);
+    ``thread_fetch``: the turns next to the candidates that no stage found are read and ranked on
+    the share they get (``candidates.thread_neighbours``; False, the service's: only candidates
+    lend each other; measured, no gain on the training half: bench/RESULTS.md, "A turn's
+    neighbours").
     """
 
     dense: float = 0.6
@@ -90,6 +94,7 @@ class Ranking:
     lexical_norm: str = "max"
     rescore: float = 0.7
     thread: float = 0.5
+    thread_fetch: bool = False
 
 
 RANKING = Ranking()
@@ -197,25 +202,27 @@ def rescore(*, dense: dict, similarities: dict, share: float) -> dict:
     return out
 
 
-def add_thread_neighbours(scores: dict, facts: dict, share: float) -> dict:
+def add_thread_neighbours(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
     """memory id → score: each candidate's fused score plus ``share`` of the fused scores of the turns
-    just before and after it in its conversation (``Memory.thread_previous``), when those are
-    candidates too.
+    just before and after it in its conversation (``Memory.thread_previous``) that are candidates
+    too; and each of ``fetched`` (turns next to candidates that no stage found:
+    ``candidates.thread_neighbours``) ranked on ``share`` of its candidate neighbours' scores alone.
 
     A turn such as "it took us four hours to get it back in the water" answers a question about
     the boat only with the turn before it; measured on the conversational set (bench/RESULTS.md,
     "A turn's neighbours"). Only candidates lend scores: they passed the scope's filter, so a
-    memory the caller may not read, or one that is gone, moves nothing. ``facts``: memory id →
-    ``candidates.Candidate``.
+    memory the caller may not read, or one that is gone, moves nothing; a fetched turn lends
+    nothing. ``facts``: memory id → ``candidates.Candidate``, for every candidate and fetched turn.
     """
     if not share:
         return scores
     boosted = dict(scores)
     for memory_id, fact in facts.items():
         before = fact.follows
-        if before in scores and memory_id in scores:
-            boosted[memory_id] += share * scores[before]
-            boosted[before] += share * scores[memory_id]
+        if before in scores and (memory_id in scores or memory_id in fetched):
+            boosted[memory_id] = boosted.get(memory_id, 0.0) + share * scores[before]
+        if memory_id in scores and (before in scores or before in fetched):
+            boosted[before] = boosted.get(before, 0.0) + share * scores[memory_id]
     return boosted
 
 
@@ -397,7 +404,11 @@ def memory_search(
         dense=dense_term, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
         ideal=found.lexical_ideal,
     )  # fmt: skip
-    scores = add_thread_neighbours(scores, facts, ranking.thread)
+    fetched = {}
+    if ranking.thread and ranking.thread_fetch:
+        fetched = candidates.thread_neighbours(scope=scope, ranked={i: facts[i] for i in scores})
+        facts = {**facts, **fetched}
+    scores = add_thread_neighbours(scores, facts, ranking.thread, fetched=fetched.keys())
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)

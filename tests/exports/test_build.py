@@ -69,6 +69,20 @@ def test_it_exports_one_users_data_and_audits_each_step_once(tmp_path):
 
 
 @transactional
+def test_it_exports_each_turn_of_a_conversation_with_the_turn_it_follows():
+    tenant = make_tenant("threadco")
+    client = client_for(make_token(tenant, permissions=["export", "memory:read", "memory:write"]).raw)
+    turns = [{"scope": "user", "user": "u1", "kind": "note", "text": text, "occurred_at": "2026-05-08T13:00:00Z"}
+             for text in ("how was the trip?", "long, but the boat held")]  # fmt: skip
+    response = client.post("/api/v1/memories/bulk", {"items": turns}, format="json")
+    first, second = (r["memory"]["id"] for r in response.json()["results"])
+    job_id = _start(client, {"user": "u1"})
+    export_job_run(tenant_id=tenant.id, job_id=job_id)
+    rows = {m["id"]: m["thread_previous_id"] for m in jsonl(download(client, job_id), "memories.jsonl")}
+    assert rows == {first: None, second: first}
+
+
+@transactional
 def test_it_does_not_build_a_job_twice():
     tenant = make_tenant("twice")
     client = client_for(make_token(tenant, permissions=["export"]).raw)

@@ -1,6 +1,8 @@
-"""A conversation written in one bulk request: each turn linked to the one before it
-(``services.continues_thread``), the link gone with the turn it names, and search lending a turn
-a share of its neighbours' scores (``retrieval.search.add_thread_neighbours``)."""
+"""A conversation written in bulk requests: each turn linked to the one before it
+(``services.continues_thread``; across requests, ``services.thread_end``), the link gone with
+the turn it names, and search lending a turn a share of its neighbours' scores
+(``retrieval.search.add_thread_neighbours``) and, in a ranking that asks for it, reading the turns
+next to its candidates (``retrieval.candidates.thread_neighbours``)."""
 
 import pytest
 from django.db import connection
@@ -88,7 +90,48 @@ def test_turns_written_on_their_own_are_linked_too(api_client, tenant, monkeypat
     monkeypatch.setattr(services._Stored, "for_writes", classmethod(lambda cls, principal, writes: cls({}, {})))
     again = _bulk(api_client, [_turn("four", 3), _turn("five", 4), _turn("one", 5), _turn("six", 6)])
     assert again[2] == ids[0]  # the repeat, found after the unique key refused the batch
-    assert _links(tenant, again) == {again[0]: None, again[1]: again[0], ids[0]: None, again[3]: None}
+    assert _links(tenant, again) == {again[0]: ids[2], again[1]: again[0], ids[0]: None, again[3]: None}
+
+
+def test_a_conversation_sent_in_several_requests_stays_one_thread(api_client, tenant):
+    first = _bulk(api_client, [_turn("one", 0), _turn("two", 1)])
+    second = _bulk(api_client, [_turn("three", 2), _turn("four", 3)])
+    assert _links(tenant, first + second) == {first[0]: None, first[1]: first[0], second[0]: first[1],
+                                              second[1]: second[0]}  # fmt: skip
+    # The first turn continues the note written last among those said in the hour up to it.
+    later = _bulk(api_client, [_turn("five", 30), _turn("six", 31)])
+    assert _links(tenant, later)[later[0]] == second[1]
+    ten_past = _bulk(api_client, [_turn("said at ten past", 10)])[0]  # "five" and "six" were said after it
+    assert _links(tenant, [ten_past])[ten_past] == second[1]
+    twenty_past = _bulk(api_client, [_turn("said at twenty past", 20)])[0]
+    assert _links(tenant, [twenty_past])[twenty_past] == ten_past
+
+
+def test_a_request_does_not_continue_what_is_not_its_conversation(api_client, tenant):
+    stored = _bulk(api_client, [_turn("said at one o'clock", 0)])[0]
+    starts = [
+        _turn("two hours later", 0) | {"occurred_at": "2026-05-08T15:00:01Z"},
+        _turn("said before it", 0) | {"occurred_at": "2026-05-08T12:59:00Z"},
+        _turn("another owner", 1, user="u2"),
+        _turn("another scope", 1, scope="session", session="s1"),
+        _turn("a lesson", 1, kind="lesson"),
+        {"scope": "user", "user": "u1", "kind": "note", "text": "no time given"},
+    ]
+    for item in starts:
+        first = _bulk(api_client, [item])[0]
+        assert _links(tenant, [first]) == {first: None}, item["text"]
+        with tenant_context(tenant.id):
+            Memory.objects.filter(id=first).delete()  # the next start sees the stored note as newest again
+    # A repeat of the stored note is no new turn: nothing is linked to anything.
+    assert _bulk(api_client, [_turn("said at one o'clock", 1)]) == [stored]
+    assert _links(tenant, [stored]) == {stored: None}
+
+
+def test_a_request_never_continues_another_tenants_conversation(api_client, other_client, tenant, other_tenant):
+    theirs = _bulk(other_client, [_turn("their turn", 0)])[0]
+    ours = _bulk(api_client, [_turn("our turn", 1)])[0]
+    assert _links(tenant, [ours]) == {ours: None}
+    assert _links(other_tenant, [theirs]) == {theirs: None}
 
 
 def test_repeating_a_request_keeps_its_links(api_client, tenant):
@@ -139,3 +182,49 @@ def test_a_turn_gets_half_of_its_neighbours_scores_when_they_are_candidates(api_
     assert lent[ids[0]] == pytest.approx(own[ids[0]] + 0.5 * own[ids[1]])
     assert lent[alone] == own[alone]
     assert lent[ids[1]] > lent[alone]  # the answer to the question about pottery, not its twin
+
+
+FETCH = Ranking(thread_fetch=True)  # not the service's ranking: measured, no gain on the training half
+
+
+def _search(tenant, query, ranking=FETCH, **fields):
+    """id → score of a search in u1's scope."""
+    with tenant_context(tenant.id):
+        hits = memory_search(principal=Principal.operator(tenant=tenant, actor="t"), query=query, user="u1",
+                             ranking=ranking, **fields).hits  # fmt: skip
+    return {str(hit.memory.id): hit.score for hit in hits}
+
+
+def test_the_turns_next_to_a_match_can_be_read_and_ranked_on_half_its_score(api_client, tenant):
+    # Not embedded: only the full-text stage finds anything, and only the turn naming the pottery.
+    ids = _bulk(api_client, [_turn("Caroline: we talked about cats", 0), _turn("Caroline: how was the pottery?", 1),
+                             _turn("Melanie: I made a blue one for my mother", 2),
+                             _turn("Caroline: and the garden?", 3)])  # fmt: skip
+    found = _search(tenant, "pottery")
+    assert set(found) == {ids[0], ids[1], ids[2]}
+    assert found[ids[0]] == found[ids[2]] == pytest.approx(0.5 * found[ids[1]])
+    assert set(_search(tenant, "pottery", ranking=RANKING)) == {ids[1]}  # the service's: none read
+
+
+def test_a_neighbour_outside_the_scopes_filter_is_not_read(api_client, tenant):
+    ids = _bulk(api_client, [_turn("Caroline: how was the pottery?", 1), _turn("Melanie: a blue one", 2)])
+    assert set(_search(tenant, "pottery")) == {ids[0], ids[1]}
+    with tenant_context(tenant.id):
+        Memory.objects.filter(id=ids[1]).update(kind="lesson")  # of a kind the search does not ask for
+    assert set(_search(tenant, "pottery", kinds=["note"])) == {ids[0]}
+    with tenant_context(tenant.id):
+        Memory.objects.filter(id=ids[1]).update(kind="note", expires_at="2026-01-01T00:00:00Z")
+    assert set(_search(tenant, "pottery")) == {ids[0]}
+
+
+def test_a_link_forged_to_another_tenants_turn_brings_nothing_of_theirs(api_client, other_client, tenant,
+                                                                        other_tenant):  # fmt: skip
+    ours = _bulk(api_client, [_turn("Caroline: how was the pottery?", 1)])[0]
+    theirs = _bulk(other_client, [_turn("Melanie: their secret answer", 2), _turn("Melanie: their pottery", 3)])
+    # Links the service would never write, across tenants in both directions.
+    with tenant_context(tenant.id):
+        Memory.objects.filter(id=ours).update(thread_previous_id=theirs[0])
+    with tenant_context(other_tenant.id):
+        Memory.objects.filter(id=theirs[1]).update(thread_previous_id=ours)
+    assert set(_search(tenant, "pottery")) == {ours}
+    assert set(_search(other_tenant, "pottery")) == {theirs[1]}

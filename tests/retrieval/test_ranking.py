@@ -87,3 +87,18 @@ def test_a_turn_borrows_only_from_neighbours_that_are_candidates():
     lone = uuid.uuid4()
     assert add_thread_neighbours({lone: 0.3}, {lone: SimpleNamespace(follows=first)}, 0.5) == {lone: 0.3}
     assert add_thread_neighbours(scores, facts, 0.0) == scores
+
+
+def test_a_fetched_turn_ranks_on_its_candidate_neighbours_shares_and_lends_nothing():
+    before, middle, after, far = uuid.uuid4(), uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    facts = {
+        before: SimpleNamespace(follows=None),  # fetched: the turn before the candidate
+        middle: SimpleNamespace(follows=before),  # the only candidate
+        after: SimpleNamespace(follows=middle),  # fetched: the turn after it
+        far: SimpleNamespace(follows=after),  # fetched, but next to no candidate
+    }
+    fetched = {before, after, far}
+    assert add_thread_neighbours({middle: 0.6}, facts, 0.5, fetched=fetched) == pytest.approx(
+        {middle: 0.6, before: 0.3, after: 0.3}
+    )
+    assert add_thread_neighbours({middle: 0.6}, facts, 0.0, fetched=fetched) == {middle: 0.6}
