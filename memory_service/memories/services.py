@@ -421,10 +421,11 @@ def continues_thread(before: _Write, write: _Write) -> bool:
 def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
     """The note that the first turn of a bulk request, ``write``, continues: of the scope owner's
     notes said from ``THREAD_GAP`` before ``write``'s time up to it, and readable by the token,
-    the one written last (``continues_thread``'s rule, across requests: a conversation sent in
-    several requests stays one thread). None when ``write`` is not a note with a time, or there
-    is none. One indexed statement; the row is locked against deletion until the transaction ends
-    (``FOR KEY SHARE``), so the link cannot name a memory deleted in between."""
+    the one said last (written last of those said at the same time): ``continues_thread``'s rule
+    across requests, so a conversation sent in several requests stays one thread. None when
+    ``write`` is not a note with a time, or there is none. One statement reading the index by
+    owner, kind and time from its end; the row is locked against deletion until the transaction
+    ends (``FOR KEY SHARE``), so the link cannot name a memory deleted in between."""
     if write.kind != Kind.NOTE or write.occurred_at is None:
         return None
     owner = write.owner
@@ -439,7 +440,7 @@ def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
             occurred_at__gte=write.occurred_at - THREAD_GAP,
             occurred_at__lte=write.occurred_at,
         )
-        .order_by("-created_at")
+        .order_by("-occurred_at", "-created_at")
         .values_list("id", flat=True)[:1]
     )  # fmt: skip
     sql, params = newest.query.sql_with_params()
