@@ -419,13 +419,14 @@ def continues_thread(before: _Write, write: _Write) -> bool:
 
 
 def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
-    """The note that the first turn of a bulk request, ``write``, continues: of the scope owner's
-    notes said from ``THREAD_GAP`` before ``write``'s time up to it, and readable by the token,
-    the one said last (written last of those said at the same time): ``continues_thread``'s rule
-    across requests, so a conversation sent in several requests stays one thread. None when
-    ``write`` is not a note with a time, or there is none. One statement reading the index by
-    owner, kind and time from its end; the row is locked against deletion until the transaction
-    ends (``FOR KEY SHARE``), so the link cannot name a memory deleted in between."""
+    """The note that ``write`` continues — a single write, or the first turn of a bulk request —
+    of the scope owner's notes said from ``THREAD_GAP`` before ``write``'s time up to it, and
+    readable by the token, the one said last (written last of those said at the same time):
+    ``continues_thread``'s rule across requests, so a conversation sent turn by turn or in several
+    requests stays one thread. None when ``write`` is not a note with a time, or there is none.
+    One statement reading the index by owner, kind and time from its end; the row is locked
+    against deletion until the transaction ends (``FOR KEY SHARE``), so the link cannot name a
+    memory deleted in between."""
     if write.kind != Kind.NOTE or write.occurred_at is None:
         return None
     owner = write.owner
@@ -559,9 +560,11 @@ def memory_create(*, principal: Principal, **fields: Any) -> MemoryWriteResult:
     ``fields``: ``text``, and optionally ``scope`` (by default that of the kind: ``default_scope``),
     ``kind``, ``user``, ``repository``, ``session``, ``priority``, ``title``, ``tags``, ``metadata``,
     ``solved_query``, ``external_id``, ``occurred_at``, ``valid_until``, ``lifecycle``,
-    ``supersedes``, ``name``.
+    ``supersedes``, ``name``. A new note with its ``occurred_at`` continues the owner's
+    conversation (``thread_end``).
     """
-    return _create(principal, _write_checked(principal=principal, **fields))
+    write = _write_checked(principal=principal, **fields)
+    return _create(principal, write, thread_end(principal, write))
 
 
 def memory_create_many(*, principal: Principal, items: list[dict]) -> list[MemoryWriteResult | ApplicationError]:

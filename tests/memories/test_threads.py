@@ -107,6 +107,22 @@ def test_a_conversation_sent_in_several_requests_stays_one_thread(api_client, te
     assert _links(tenant, [twenty_past])[twenty_past] == ten_past
 
 
+def test_a_conversation_written_turn_by_turn_is_one_thread_and_a_repeat_moves_nothing(api_client, tenant):
+    def single(item):
+        response = api_client.post("/api/v1/memories", item, format="json")
+        assert response.status_code in (200, 201), response.content
+        return response.json()["id"]
+
+    ids = [single(_turn("one", 0)), single(_turn("two", 1)), single(_turn("three", 1))]
+    assert _links(tenant, ids) == {ids[0]: None, ids[1]: ids[0], ids[2]: ids[1]}
+    assert single(_turn("two", 1)) == ids[1]  # a repeat: nothing linked anew
+    lesson = single(_turn("a lesson", 2, kind="lesson"))
+    untimed = single({"scope": "user", "user": "u1", "kind": "note", "text": "no time given"})
+    after = _bulk(api_client, [_turn("four", 3)])[0]
+    assert _links(tenant, [*ids, lesson, untimed, after]) == {ids[0]: None, ids[1]: ids[0], ids[2]: ids[1],
+                                                              lesson: None, untimed: None, after: ids[2]}  # fmt: skip
+
+
 def test_a_request_does_not_continue_what_is_not_its_conversation(api_client, tenant):
     stored = _bulk(api_client, [_turn("said at one o'clock", 0)])[0]
     starts = [
