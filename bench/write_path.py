@@ -1,10 +1,13 @@
-"""The write path: the cost of auditing, and how soon a write becomes vector-searchable under load.
+"""The write path: the cost of auditing and of a conversation's links, and how soon a write becomes
+vector-searchable under load.
 
     .venv/bin/python bench/write_path.py [--rate 50] [--seconds 45] [--samples 400]
 
 1. Audit cost, in process (no HTTP): ``memory_create`` and ``memory_search`` timed with the audit
    event recorded and with ``audit_event_record`` replaced by a no-op in this process only,
-   alternating blocks of 25 in one run so that machine noise hits both alike.
+   alternating blocks of 25 in one run so that machine noise hits both alike. The same for a
+   conversation's link: ``memory_create`` of notes with their time, one user's turns a second
+   apart, each continuing the one before (``services.thread_end``) and with it replaced by a no-op.
 2. Write-to-searchable under a steady open-loop write rate through REST (uvicorn + one Celery
    worker with concurrency 2, as ``make run`` starts them): for each write, the time from its
    commit (``created_at``) to its vector's (``MemoryEmbedding.created_at``, stamped just before
@@ -23,7 +26,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent.parent
@@ -84,6 +87,45 @@ def audit_cost(samples: int) -> dict:
                     memory_search(principal=principal, query=f"{rng.choice(TOPICS)} {rng.choice(ACTIONS)}",
                                   repository=f"r{n % 4}")  # fmt: skip
                 times[("search", audited)].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+@contextmanager
+def threads_disabled():
+    """Replace ``services.thread_end`` in this process only: no note continues another."""
+    import memory_service.memories.services as memory_services
+
+    saved = memory_services.thread_end
+    memory_services.thread_end = lambda principal, write: None
+    try:
+        yield
+    finally:
+        memory_services.thread_end = saved
+
+
+def thread_cost(samples: int) -> dict:
+    """``memory_create`` of one user's notes said a second apart, each linked to the one before and
+    with ``thread_end`` a no-op, in alternating blocks of 25: linked (bool) → milliseconds."""
+    from memory_service.memories.services import memory_create
+    from tenants.access import Principal
+    from tenants.context import tenant_context
+    from tenants.services import tenant_create, token_create
+
+    tenant = tenant_create(slug=f"threads-{int(time.time())}")
+    token = token_create(tenant=tenant, actor="system:bench", name="bench", permissions=["memory:write"])
+    principal = Principal.from_token(token.token)
+    rng, said = random.Random(4), datetime(2026, 5, 8, 13, tzinfo=UTC)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for block in range(2 * samples // 25):
+        linked = block % 2 == 0
+        with threads_disabled() if not linked else _nothing():
+            for _ in range(25):
+                said += timedelta(seconds=1)
+                started = time.perf_counter()
+                with tenant_context(tenant.id):
+                    memory_create(principal=principal, scope="user", user="u1", kind="note",
+                                  text=note(rng, int(said.timestamp())), occurred_at=said)  # fmt: skip
+                times[linked].append((time.perf_counter() - started) * 1000)
     return times
 
 
@@ -186,6 +228,7 @@ def measure(args) -> tuple[dict, dict, tuple, tuple]:
         from tenants.services import tenant_create, token_create
 
         times = audit_cost(args.samples)
+        times |= {("thread", linked): values for linked, values in thread_cost(args.samples).items()}
         tenant = tenant_create(slug=f"w2s-{int(time.time())}")
         token = token_create(tenant=tenant, actor="system:bench", name="bench",
                              permissions=["memory:read", "memory:write"]).raw  # fmt: skip
@@ -218,6 +261,7 @@ def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[lis
 
     w_on, w_off = times[("write", True)], times[("write", False)]
     s_on, s_off = times[("search", True)], times[("search", False)]
+    t_on, t_off = times[("thread", True)], times[("thread", False)]
     report = [
         "## Write path: audit cost and write-to-searchable",
         "",
@@ -238,6 +282,17 @@ def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[lis
         f"Audit cost: write p50 {statistics.median(w_on) - statistics.median(w_off):+.2f} ms, "
         f"search p50 {statistics.median(s_on) - statistics.median(s_off):+.2f} ms (one INSERT behind a "
         "per-tenant advisory lock, in the caller's transaction).",
+        "",
+        "### Cost of a conversation's link (in process, same run, alternating blocks of 25)",
+        "",
+        "| call | calls | p50 / p95 / p99 ms |",
+        "|---|---|---|",
+        row("`memory_create` of a note with its time, linked to the turn before (`thread_end`)", t_on),
+        row("`memory_create` of a note with its time — `thread_end` replaced by a no-op", t_off),
+        "",
+        f"Link cost: write p50 {statistics.median(t_on) - statistics.median(t_off):+.2f} ms (one statement "
+        "reading the owner's notes by kind and time from the index's end, the row it names locked for key "
+        "share).",
         "",
         f"### Write-to-searchable at {args.rate:g} writes/s for {args.seconds:g} s (REST, open loop)",
         "",
@@ -268,6 +323,11 @@ def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[lis
             "cost of auditing (in process, alternating blocks)",
             f"write p50 {statistics.median(w_on) - statistics.median(w_off):+.1f} ms, "
             f"search p50 {statistics.median(s_on) - statistics.median(s_off):+.1f} ms",
+            "",
+        ),
+        (
+            "cost of linking a note with its time to the turn before (in process, alternating blocks)",
+            f"write p50 {statistics.median(t_on) - statistics.median(t_off):+.1f} ms",
             "",
         ),
         (
