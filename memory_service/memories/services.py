@@ -573,7 +573,7 @@ def memory_create_many(*, principal: Principal, items: list[dict]) -> list[Memor
 
     The outcome is that of one ``memory_create`` per item, except that a new note continuing a
     conversation (``continues_thread``: the accepted item before it, if new; for the first accepted
-    item, ``thread_end``: the owner's note written last) is linked to that turn
+    item, ``thread_end``: the owner's note said last in the hour up to it) is linked to that turn
     (``Memory.thread_previous``). The work is batched: the free-text fields of the items masked a
     part at a time (``masking_parts``: a large request in a few parts, each stored while the next
     is masked), two lookups for the repeats of a part's items, one insert each for its new
@@ -625,7 +625,8 @@ def _turn_before(index: int, *, results: list, follows: dict) -> uuid.UUID | Non
 
 def _create_run(principal: Principal, run: list[tuple[int, _Write]], *, results: list, follows: dict) -> None:
     """Store a run of checked writes, each outcome in ``results`` at its index (see
-    ``memory_create_many``); ``follows``: item index → index of the turn it continues."""
+    ``memory_create_many``); ``follows``: item index → index of the turn it continues, or the id
+    of the stored note it continues."""
     if len(run) == 1 or any(write.supersedes for _index, write in run):
         for index, write in run:
             results[index] = _create_or_error(principal, write, _turn_before(index, results=results, follows=follows))
