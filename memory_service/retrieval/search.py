@@ -11,8 +11,8 @@
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
    held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
    (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, the dense term of
-   every candidate (dense or lexical) is 0.7 of the re-scoring model's similarity, from its stored
-   vectors, and 0.3 of the active model's (``rescore``). A turn of a conversation then adds half
+   every candidate (dense or lexical) is half the re-scoring model's similarity, from its stored
+   vectors, and half the active model's (``rescore``). A turn of a conversation then adds half
    of its neighbouring turns' fused scores (``add_thread_neighbours``).
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
@@ -92,7 +92,7 @@ class Ranking:
     gate: bool = True
     dense_per_script: bool = False
     lexical_norm: str = "max"
-    rescore: float = 0.7
+    rescore: float = 0.5
     thread: float = 0.5
     thread_fetch: bool = False
 

