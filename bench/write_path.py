@@ -253,8 +253,8 @@ def measure(args) -> tuple[dict, dict, tuple, tuple]:
     return times, runs, load_before, load_after
 
 
-def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[list[str], list[tuple[str, str, str]]]:
-    """The RESULTS.md section and the headline figures of a run."""
+def _cost_tables(times: dict) -> list[str]:
+    """The two in-process tables: the audit's cost and a conversation link's, each alternated."""
 
     def row(name, samples):
         return f"| {name} | {len(samples)} | {fmt(samples)} |"
@@ -262,14 +262,7 @@ def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[lis
     w_on, w_off = times[("write", True)], times[("write", False)]
     s_on, s_off = times[("search", True)], times[("search", False)]
     t_on, t_off = times[("thread", True)], times[("thread", False)]
-    report = [
-        "## Write path: audit cost and write-to-searchable",
-        "",
-        f"Command: `.venv/bin/python bench/write_path.py --rate {args.rate:g} --seconds {args.seconds:g} "
-        f"--samples {args.samples} --web-workers {args.web_workers}` — {datetime.now():%Y-%m-%d %H:%M}, "
-        f"{os.cpu_count()} cores, load average "
-        f"{load_before[0]:.1f} before and {load_after[0]:.1f} after (the machine is shared).",
-        "",
+    return [
         "### Cost of auditing (in process, same run, alternating blocks of 25)",
         "",
         "| call | calls | p50 / p95 / p99 ms |",
@@ -294,6 +287,23 @@ def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[lis
         "reading the owner's notes by kind and time from the index's end, the row it names locked for key "
         "share).",
         "",
+    ]
+
+
+def section(args, times: dict, runs: dict, load_before, load_after) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The RESULTS.md section and the headline figures of a run."""
+    w_on, w_off = times[("write", True)], times[("write", False)]
+    s_on, s_off = times[("search", True)], times[("search", False)]
+    t_on, t_off = times[("thread", True)], times[("thread", False)]
+    report = [
+        "## Write path: audit cost and write-to-searchable",
+        "",
+        f"Command: `.venv/bin/python bench/write_path.py --rate {args.rate:g} --seconds {args.seconds:g} "
+        f"--samples {args.samples} --web-workers {args.web_workers}` — {datetime.now():%Y-%m-%d %H:%M}, "
+        f"{os.cpu_count()} cores, load average "
+        f"{load_before[0]:.1f} before and {load_after[0]:.1f} after (the machine is shared).",
+        "",
+        *_cost_tables(times),
         f"### Write-to-searchable at {args.rate:g} writes/s for {args.seconds:g} s (REST, open loop)",
         "",
         "| embedding tasks | writes 2xx / sent | errors | REST write p50 / p95 / p99 ms | "
