@@ -441,7 +441,8 @@ def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
     if write.kind != Kind.NOTE or write.occurred_at is None:
         return None
     owner = write.owner
-    named = {Scope.USER: owner.user, Scope.REPOSITORY: owner.repository, Scope.SESSION: owner.session}[owner.scope]
+    by_scope = {Scope.USER: owner.user, Scope.REPOSITORY: owner.repository, Scope.SESSION: owner.session}
+    named = by_scope[Scope(owner.scope)]
     params = [principal.tenant_id, owner_key(owner.scope, named), Kind.NOTE.value, write.occurred_at - THREAD_GAP,
               write.occurred_at, owner.scope, owner.user, owner.repository, owner.session]  # fmt: skip
     with connection.cursor() as cursor:
