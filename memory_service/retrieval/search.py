@@ -83,8 +83,8 @@ class Ranking:
     each neighbour's fused score a turn of a conversation gets (``add_thread_neighbours``; 0: none);
     ``thread_fetch``: the turns next to the candidates that no stage found are read and ranked on
     the share they get (``candidates.thread_neighbours``; False, the service's: only candidates
-    lend each other; measured, no gain on the training half: bench/RESULTS.md, "A turn's
-    neighbours").
+    lend each other; no gain on the training half: bench/RESULTS.md, "Tried and not kept: the
+    candidates' neighbours read in the service").
     """
 
     dense: float = 0.6
