@@ -149,9 +149,10 @@ class Memory(models.Model):
 
     occurred_at = models.DateTimeField(default=timezone.now)
     # The turn before this one when the memory is a turn of a conversation (``services``:
-    # ``continues_thread`` within a bulk request, ``thread_end`` across requests). Search adds a share of a turn's neighbours' scores
-    # to its own (``retrieval.search.add_thread_neighbours``). Deleting the turn before sets it to
-    # null in the database, whichever path deletes (migration 0020), so no link outlives a memory.
+    # ``continues_thread`` within a bulk request, ``thread_end`` across requests). Search adds a
+    # share of a turn's neighbours' scores to its own (``retrieval.search.add_thread_neighbours``).
+    # Deleting the turn before sets it to null in the database, whichever path deletes (migration
+    # 0020), so no link outlives a memory.
     thread_previous = models.ForeignKey(
         "self", null=True, blank=True, editable=False, related_name="+",
         on_delete=models.DO_NOTHING, db_constraint=False, db_index=False,
