@@ -423,17 +423,19 @@ def continues_thread(before: _Write, write: _Write) -> bool:
 _THREAD_END_SQL = """
     SELECT id FROM memories_memory
     WHERE tenant_id = %s AND owner_key = %s AND kind = %s AND occurred_at >= %s AND occurred_at <= %s
-      AND scope = %s AND "user" = %s AND repository = %s AND session = %s
+      AND scope = %s AND "user" = %s AND repository = %s AND session = %s AND source_client = %s
     ORDER BY occurred_at DESC, created_at DESC LIMIT 1 FOR KEY SHARE"""
 
 
 def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
     """The note that ``write`` continues — a single write, or the first turn of a bulk request —
-    of the scope owner's notes said from ``THREAD_GAP`` before ``write``'s time up to it, the one
-    said last (written last of those said at the same time): ``continues_thread``'s rule across
-    requests, so a conversation sent turn by turn or in several requests stays one thread. None
-    when ``write`` is not a note with a time, or there is none. The owner is one the token may
-    write to (``resolve_owner``), so it may read its notes too.
+    of the scope owner's notes written by the same client (``source_client``) and said from
+    ``THREAD_GAP`` before ``write``'s time up to it, the one said last (written last of those said
+    at the same time): ``continues_thread``'s rule across requests, so a conversation sent turn by
+    turn or in several requests stays one thread. None when ``write`` is not a note with a time,
+    or there is none. The owner is one the token may write to (``resolve_owner``), so it may read
+    its notes too; another client's notes are never continued, so an agent cannot attach its note
+    to another's in a shared scope and borrow its score.
 
     One statement reading the index by owner, kind and time from its end (no ORM: compiling the
     query cost ~2 ms a write); the row is locked against deletion until the transaction ends
@@ -444,7 +446,7 @@ def thread_end(principal: Principal, write: _Write) -> uuid.UUID | None:
     by_scope = {Scope.USER: owner.user, Scope.REPOSITORY: owner.repository, Scope.SESSION: owner.session}
     named = by_scope[Scope(owner.scope)]
     params = [principal.tenant_id, owner_key(owner.scope, named), Kind.NOTE.value, write.occurred_at - THREAD_GAP,
-              write.occurred_at, owner.scope, owner.user, owner.repository, owner.session]  # fmt: skip
+              write.occurred_at, owner.scope, owner.user, owner.repository, owner.session, principal.name]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute(_THREAD_END_SQL, params)
         row = cursor.fetchone()

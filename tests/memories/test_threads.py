@@ -143,6 +143,18 @@ def test_a_request_does_not_continue_what_is_not_its_conversation(api_client, te
     assert _links(tenant, [stored]) == {stored: None}
 
 
+def test_a_note_never_continues_another_clients_note_in_a_shared_scope(api_client, tenant):
+    from tests.conftest import client_for
+    from tests.factories import make_token
+
+    repository = {"scope": "repository", "repository": "r1"}
+    ours = _bulk(api_client, [_turn("our deploy note", 0) | repository])[0]
+    other = client_for(make_token(tenant, name="other-agent", permissions=["memory:write", "memory:read"]).raw)
+    theirs = _bulk(other, [_turn("their note, said just after", 1) | repository])[0]
+    mine_again = _bulk(api_client, [_turn("our next note", 2) | repository])[0]
+    assert _links(tenant, [ours, theirs, mine_again]) == {ours: None, theirs: None, mine_again: ours}
+
+
 def test_a_request_never_continues_another_tenants_conversation(api_client, other_client, tenant, other_tenant):
     theirs = _bulk(other_client, [_turn("their turn", 0)])[0]
     ours = _bulk(api_client, [_turn("our turn", 1)])[0]
