@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.update_results import pin_run_code
 from dev import stack as devstack
 
 
@@ -25,6 +26,7 @@ def bench_stack(name: str, *, pg_port: int, redis_db: int):
     )
     log_dir = profile.dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
+    pin_run_code()  # the figures name the code the run started from
     step = devstack.Steps(3)
     values = devstack.load_secrets(profile)
     database_url, admin_url, started = devstack.ensure_postgres(profile, values, step)

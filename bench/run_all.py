@@ -27,7 +27,7 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
-from bench.update_results import MEASURED_PATHS, RESULTS_DIR, run_facts, update_results  # noqa: E402
+from bench.update_results import MEASURED_PATHS, RESULTS_DIR, pin_run_code, update_results  # noqa: E402
 
 PY = sys.executable
 BENCHMARKS = {
@@ -95,7 +95,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--allow-dirty", action="store_true", help="run on uncommitted changes (marked as such)")
     parser.add_argument("arguments", nargs="*", help="after --: the arguments of the one benchmark named by --only")
     args = parser.parse_args()
-    if run_facts()["dirty"] and not args.allow_dirty:
+    if pin_run_code()["dirty"] and not args.allow_dirty:
         parser.error(f"uncommitted changes under {', '.join(MEASURED_PATHS)}: commit them, or pass --allow-dirty")
     args.names = [n for n in (args.only.split(",") if args.only else BENCHMARKS) if n and n not in args.skip.split(",")]
     unknown = set(args.names) - set(BENCHMARKS) - set(EXPERIMENTS)

@@ -43,6 +43,8 @@ SECTIONS = [
     "jobs",
     "web_stack",
 ]
+# Where a run's starting commit is kept (``pin_run_code``).
+CODE_ENV = "BENCH_RUN_CODE"
 FIGURE_SOURCES = [name for name in SECTIONS if name not in ("machine", "summary")] + ["perf_search"]
 
 
@@ -51,15 +53,30 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def run_facts() -> dict:
-    """The commit, whether the measured files differ from it, the command and the time of this run."""
-    argv0 = Path(sys.argv[0]).resolve()
-    script = str(argv0.relative_to(BENCH.parent)) if argv0.is_relative_to(BENCH.parent) else sys.argv[0]
+def _code() -> dict:
     return {
         "commit": _git("rev-parse", "--short", "HEAD") or "unknown",
         "dirty": bool(
             _git("status", "--porcelain", "--", *MEASURED_PATHS, *(f":(exclude){path}" for path in RESULT_PATHS))
         ),
+    }
+
+
+def pin_run_code() -> dict:
+    """The commit and dirtiness of the working tree as this run starts, kept in ``CODE_ENV`` for
+    ``run_facts`` and the benchmarks it starts: a commit made while a run goes on does not take
+    its figures. A run started by another keeps the first one's."""
+    if CODE_ENV not in os.environ:
+        os.environ[CODE_ENV] = json.dumps(_code())
+    return json.loads(os.environ[CODE_ENV])
+
+
+def run_facts() -> dict:
+    """The commit and whether the measured files differ from it, as the run started
+    (``pin_run_code``), the command and the time of this run."""
+    argv0 = Path(sys.argv[0]).resolve()
+    script = str(argv0.relative_to(BENCH.parent)) if argv0.is_relative_to(BENCH.parent) else sys.argv[0]
+    return pin_run_code() | {
         "command": " ".join([".venv/bin/python", script, *sys.argv[1:]]),
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
     }

@@ -1,13 +1,14 @@
 """`make bench`'s runner reaches every benchmark, and the benchmark code keeps to the house's sizes."""
 
 import ast
+import json
 import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench import _stats, run_all
+from bench import _stats, run_all, update_results
 from bench.update_results import FIGURE_SOURCES
 
 BENCH = Path(run_all.__file__).resolve().parent
@@ -66,6 +67,7 @@ def test_it_runs_a_benchmark_with_its_own_arguments_or_with_those_given():
     ids=["unknown name", "arguments for two"],
 )
 def test_it_refuses_what_it_cannot_run(monkeypatch, capsys, argv):
+    monkeypatch.setenv(update_results.CODE_ENV, json.dumps({"commit": "abc1234", "dirty": False}))
     monkeypatch.setattr(sys, "argv", ["bench/run_all.py", "--allow-dirty", *argv])
 
     with pytest.raises(SystemExit) as exit_:
@@ -73,6 +75,20 @@ def test_it_refuses_what_it_cannot_run(monkeypatch, capsys, argv):
 
     assert exit_.value.code == 2
     assert re.search(r"unknown benchmark\(s\): no_such_benchmark|arguments after -- go to one", capsys.readouterr().err)
+
+
+def test_a_run_names_the_commit_it_started_from_not_one_made_while_it_ran(monkeypatch):
+    monkeypatch.setenv(update_results.CODE_ENV, "")
+    monkeypatch.delenv(update_results.CODE_ENV)
+    monkeypatch.setattr(update_results, "_code", lambda: {"commit": "abc1234", "dirty": False})
+    started = update_results.pin_run_code()
+
+    monkeypatch.setattr(update_results, "_code", lambda: {"commit": "def5678", "dirty": True})
+    facts = update_results.run_facts()
+
+    assert started == {"commit": "abc1234", "dirty": False}
+    assert (facts["commit"], facts["dirty"]) == ("abc1234", False)
+    assert json.loads(update_results.os.environ[update_results.CODE_ENV])["commit"] == "abc1234"  # for its benchmarks
 
 
 def test_its_modules_stay_under_four_hundred_lines_and_functions_under_eighty():
