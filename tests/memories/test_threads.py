@@ -107,6 +107,15 @@ def test_a_conversation_sent_in_several_requests_stays_one_thread(api_client, te
     assert _links(tenant, [twenty_past])[twenty_past] == ten_past
 
 
+def test_a_session_whose_turns_all_carry_its_date_stays_one_thread_in_the_order_sent(api_client, tenant):
+    """An importer that gives every turn of a session the session's time, in requests of any size."""
+    first = _bulk(api_client, [_turn("one", 0), _turn("two", 0), _turn("three", 0)])
+    second = _bulk(api_client, [_turn("four", 0), _turn("five", 0)])
+    third = _bulk(api_client, [_turn("six", 0)])
+    ids = first + second + third
+    assert _links(tenant, ids) == {ids[0]: None, **{ids[i]: ids[i - 1] for i in range(1, 6)}}
+
+
 def test_a_conversation_written_turn_by_turn_is_one_thread_and_a_repeat_moves_nothing(api_client, tenant):
     def single(item):
         response = api_client.post("/api/v1/memories", item, format="json")
