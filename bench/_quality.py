@@ -63,7 +63,7 @@ def load_life_chats(
     request; ``session_time``: every turn at its session's start instead, as an importer that knows
     only the session's date writes them; ``neighbours``: each memory's text also holds the turns
     before and after it in its session (a study of indexing a turn with its context,
-    ``bench/neighbour_context.py``)."""  # fmt: skip
+    ``bench/neighbour_context.py``)."""
     questions = []
     paths = sorted((DATASETS / "life_chats").glob("c*.json"))
     for path in [p for p in paths if not conversations or p.stem in conversations]:

