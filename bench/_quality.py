@@ -27,6 +27,23 @@ class Question:
     replaced: set = field(default_factory=set)  # the decisions ``current`` replaces
 
 
+def pseudonym_tenant(slug: str):
+    """A new tenant ``slug`` that masks with pseudonyms (a key made for the run when the deployment
+    has none), and an operator principal of it: (tenant, principal)."""
+    import os
+
+    from django.conf import settings
+
+    from tenants.access import Principal
+    from tenants.masking import tenant_pii_policy_set
+    from tenants.services import tenant_create
+
+    if not settings.PII_PSEUDONYM_KEYS:
+        settings.PII_PSEUDONYM_KEYS = "1:" + os.urandom(16).hex()
+    tenant = tenant_pii_policy_set(tenant=tenant_create(slug=slug), mode="pseudonym")
+    return tenant, Principal.operator(tenant=tenant, actor="system:bench")
+
+
 def _utc(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 

