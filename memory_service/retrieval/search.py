@@ -6,9 +6,10 @@
    active model's space is read on a side connection (``retrieval.side``) from the scope owners'
    vectors in a covering index (HNSW with iterative scan past 50k vectors), above the model's
    similarity floor; ~50 each, within the scopes searched.
-2. Fusion (``Ranking``): a convex combination, 0.6 · min-max-normalised dense similarity + 0.4 ·
-   BM25 / best BM25. The lexical term counts only when at least half of the dense top 10 share
-   the query's script, so lexical scores cannot bury cross-lingual matches. Method, weights and
+2. Fusion (``Ranking``): a convex combination, 0.5 · min-max-normalised dense similarity + 0.5 ·
+   BM25 / the query's ideal BM25 (capped at 1: a memory holding only the query's commonest word
+   stays low). The lexical term counts only when at least half of the dense top 10 share the
+   query's script, so lexical scores cannot bury cross-lingual matches. Method, weights and
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
    held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
    (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, the dense term of
@@ -89,11 +90,11 @@ class Ranking:
     candidates' neighbours read in the service").
     """
 
-    dense: float = 0.6
-    lexical: float = 0.4
+    dense: float = 0.5
+    lexical: float = 0.5
     gate: bool = True
     dense_per_script: bool = False
-    lexical_norm: str = "max"
+    lexical_norm: str = "ideal"
     rescore: float = 0.5
     thread: float = 0.5
     thread_fetch: bool = False
@@ -194,8 +195,9 @@ def fuse(
 
     Dense similarities are min-max normalised over the candidates (per script of ``scripts``, memory
     id → "cjk" or "latin", with ``ranking.dense_per_script``); BM25 scores are divided by the best
-    one, or by ``ideal`` (the query's ideal score) with ``ranking.lexical_norm == "ideal"``. With no
-    dense candidates (or no dense stage) the lexical score counts whole.
+    one, or by ``ideal`` (the query's ideal score) with ``ranking.lexical_norm == "ideal"``, capped
+    at 1. With no dense candidates (or no dense stage) the lexical score, divided by the best one,
+    counts whole.
     """
     scores: dict = {}
     if dense:
@@ -208,7 +210,8 @@ def fuse(
             normalised = _min_max(dense)
         scores = {memory_id: ranking.dense * value for memory_id, value in normalised.items()}
     if lexical and (use_lexical or not dense):
-        by_ideal = ranking.lexical_norm == "ideal" and ideal > 0
+        # Alone, BM25 is the whole order: divided by the best score, no two strong matches tie at 1.
+        by_ideal = ranking.lexical_norm == "ideal" and ideal > 0 and bool(dense)
         top = ideal if by_ideal else (max(lexical.values()) or 1.0)
         lexical_weight = ranking.lexical if dense else 1.0
         for memory_id, score in lexical.items():

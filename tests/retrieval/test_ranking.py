@@ -56,9 +56,18 @@ def test_per_script_normalisation_puts_each_languages_best_on_top():
 def test_by_the_ideal_score_a_weak_best_match_stays_weak():
     strong, weak = uuid.uuid4(), uuid.uuid4()
     ranking = Ranking(dense=0.5, lexical=0.5, lexical_norm="ideal")
-    assert fuse(dense={}, lexical={weak: 1.5}, use_lexical=True, ranking=ranking, ideal=6.0) == {weak: 0.25}
     fused = fuse(dense={strong: 0.4}, lexical={strong: 9.0, weak: 3.0}, use_lexical=True, ranking=ranking, ideal=6.0)
-    assert fused == {strong: 1.0, weak: 0.25}  # capped at 1
+    assert fused == {strong: 0.5 + 0.5, weak: 0.5 * 0.5}  # capped at 1
+
+
+def test_the_service_divides_bm25_by_the_ideal_score_but_alone_by_the_best():
+    strong, stronger, weak = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    lexical = {strong: 7.0, stronger: 9.0, weak: 1.5}
+    fused = fuse(dense={strong: 0.4, weak: 0.2}, lexical=lexical, use_lexical=True, ideal=6.0)
+    assert fused == {strong: 0.5 + 0.5, stronger: 0.5, weak: 0.5 * 0.25}
+    # No dense stage (the embedder unavailable): BM25 is the order, no tie at the cap.
+    alone = fuse(dense={}, lexical=lexical, use_lexical=True, ideal=6.0)
+    assert alone == {strong: 7.0 / 9.0, stronger: 1.0, weak: 1.5 / 9.0}
 
 
 def test_memories_that_supersede_each_other_end_in_some_order():
