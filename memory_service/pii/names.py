@@ -14,6 +14,10 @@ English
     span grows over a given or family name next to it; a capitalised word the model left alone is
     a person when the lexicon knows it as a first name and it is not a common English word
     (Faker's English word list), or, if it is one ("Will", "Summer"), when a surname follows it.
+    A word of an English dictionary (SCOWL's, ``english_words``) that the lexicon knows as no one's
+    given or family name is never a person, nor part of one: the model took "Sorry", "Mum",
+    "Fingers" (crossed) and the "Tell" of "Tell Rosa" for people in conversations, and "Tell Rosa"
+    got another pseudonym than "Rosa". "Grace", "Will" and "Frost" are names too, so they stay.
 
 Japanese
     Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
@@ -140,6 +144,12 @@ def looks_like_a_name(text: str) -> bool:
 #: The name lexicon (``build_lexicon``), one ``F\tname``, ``L\tname`` or ``W\tword`` line each.
 LEXICON_FILE = "data/name_lexicon.txt.gz"
 
+#: English dictionary words, one per line, lower case (``build_english_words``; SCOWL's American
+#: and British English lists, notice in ``data/english_words.NOTICE``).
+ENGLISH_WORDS_FILE = "data/english_words.txt.gz"
+#: Where ``build_english_words`` reads them: Debian's ``wamerican`` and ``wbritish`` packages.
+DICTIONARY_SOURCES = ("/usr/share/dict/american-english", "/usr/share/dict/british-english")
+
 
 @functools.cache
 def name_lexicon() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
@@ -159,6 +169,24 @@ def name_lexicon() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
         frozenset(name for name in last if name.casefold() not in terms),
         frozenset(words) | _ENGINEERING_WORDS,
     )
+
+
+@functools.cache
+def english_words() -> frozenset[str]:
+    """Lower-case English dictionary words (about 65,000) from ``ENGLISH_WORDS_FILE``."""
+    data = resources.files("memory_service.pii").joinpath(ENGLISH_WORDS_FILE).read_bytes()
+    return frozenset(gzip.decompress(data).decode("utf-8").split())
+
+
+def build_english_words(sources: Sequence[str] = DICTIONARY_SOURCES) -> bytes:
+    """The English words file's bytes: the entries of spell-checker word lists that are written in
+    lower case letters alone (their proper nouns are capitalised, their possessives have an
+    apostrophe). ``bench/pii/build_name_lexicon.py`` rebuilds the file."""
+    words: set[str] = set()
+    for source in sources:
+        with open(source, encoding="utf-8") as entries:
+            words |= {entry.strip() for entry in entries if regex.fullmatch(r"[a-z]+", entry.strip())}
+    return gzip.compress("\n".join(sorted(words)).encode("utf-8"), mtime=0)
 
 
 def build_lexicon() -> bytes:
@@ -225,6 +253,8 @@ class EnglishNames:
             start = entity.start
             while start < entity.end and doc[start].text.casefold() in _ENGINEERING_WORDS:
                 start += 1  # "Ping Priya", "Per Lukas Novak": the word that opens the note is no name
+            if kind == PERSON:
+                start = self._after_words_not_names(doc, start, entity.end)
             if start == entity.end:
                 continue
             span = doc[start : entity.end]
@@ -241,6 +271,26 @@ class EnglishNames:
             people = [self._extend(doc, start, end) for start, end in people]
             people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
         return places + [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), PERSON) for start, end in people]
+
+    def _after_words_not_names(self, doc, start: int, end: int) -> int:
+        """Where a person span of the model really starts: after the English words that open it and
+        that no one is named ("Sorry", "Fingers crossed", "Tell Rosa", "Uncle Kofi"; ``end`` when
+        every word is one), unless what is left holds no known name: then the span stays whole."""
+        trimmed = start
+        while trimmed < end and self._word_not_name(doc[trimmed].text):
+            trimmed += 1
+        if trimmed in (start, end):
+            return trimmed
+        first, last, _ = self.lexicon
+        return trimmed if any(token.text in first or token.text in last for token in doc[trimmed:end]) else start
+
+    def _word_not_name(self, word: str) -> bool:
+        """An English dictionary word that no locale of the lexicon has as a given or family name
+        ("Sorry", "Yesterday", "Tell"; not "Grace", "Will", "Frost" or "Smart")."""
+        if self.lexicon is None:
+            return False
+        first, last, _ = self.lexicon
+        return word.casefold() in english_words() and word not in first and word not in last
 
     def _common_word(self, text: str) -> bool:
         """A single word that is a common English word and no one's given name ("Lesson", "Ping")."""
@@ -262,11 +312,14 @@ class EnglishNames:
         )
 
     def _known_name(self, text: str) -> bool:
+        """A span the model labelled otherwise that is a person: it looks like a name, its first word
+        is a given name or its last a family name, and it does not open with an English word no one
+        is named ("Boxing Day", whose "Day" is a family name)."""
         if self.lexicon is None or not looks_like_a_name(text):
             return False
         first, last, _ = self.lexicon
         words = [word.rstrip(".") for word in text.split() if word.casefold() not in _PARTICLES]
-        return bool(words) and (words[0] in first or words[-1] in last)
+        return bool(words) and (words[0] in first or words[-1] in last) and not self._word_not_name(words[0])
 
     def _full_name(self, text: str) -> bool:
         """A known given name, alone or followed by a known family name last (a place the model
@@ -312,6 +365,7 @@ class EnglishNames:
                 and doc[index + 1].text in last
                 and self._surname_like(word, first, common)
                 and not token.is_sent_start
+                and not self._word_not_name(word)  # "Sorry I …", "Did I …": "I" is a family name too
             )
             if (
                 token.ent_type_ in NER_LABELS

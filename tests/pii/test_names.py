@@ -5,7 +5,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from memory_service.pii.names import LEXICON_FILE, JapaneseNames, build_lexicon, looks_like_a_name, name_lexicon
+from memory_service.pii.names import (
+    LEXICON_FILE,
+    JapaneseNames,
+    build_lexicon,
+    english_words,
+    looks_like_a_name,
+    name_lexicon,
+)
 from memory_service.pii.normalize import normalize
 
 
@@ -85,3 +92,49 @@ def test_days_and_holidays_are_dates_not_people(masker, policy, text):
 
 def test_a_day_with_a_family_name_is_still_a_person(masker, policy):
     assert masker.mask("Ask Sunday Adeyemi first.", policy).text == "Ask <PERSON> first."
+
+
+def test_the_english_words_are_a_dictionarys_lower_case_entries():
+    words = english_words()
+
+    assert len(words) > 50_000
+    assert {"sorry", "yesterday", "fingers", "tell", "uncle", "grace", "frost"} <= words
+    assert all(word.isalpha() and word.islower() for word in words)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hey. Sorry I didn't reply yesterday.",
+        "Fingers crossed, tell your dad I said hi.",
+        "He arrived on Boxing Day with his armchair.",
+        "Mum is relieved he's not sleeping on the sofa.",
+        "Did I say that right?",
+    ],
+)
+def test_words_no_one_is_named_are_not_people(masker, policy, text):
+    assert masker.mask(text, policy).text == text
+
+
+def test_a_name_after_such_a_word_is_masked_alone_with_its_own_pseudonym(masker, pseudonym_policy):
+    alone = masker.mask("Rosa said so.", pseudonym_policy).text
+    pseudonym = alone.split()[0]
+
+    assert pseudonym.startswith("<PERSON_")
+    assert masker.mask("Tell Rosa the architect has spoken.", pseudonym_policy).text == (
+        f"Tell {pseudonym} the architect has spoken."
+    )
+    kofi = masker.mask("Kofi sends his love.", pseudonym_policy).text.split()[0]
+    assert masker.mask("Uncle Kofi sends his love.", pseudonym_policy).text == f"Uncle {kofi} sends his love."
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Grace reviewed the patch.", "<PERSON> reviewed the patch."),  # a word, and a given name
+        ("Will Lena go with you?", "<PERSON> go with you?"),
+        ("Ask Olusegun Adeyemi about the release.", "Ask <PERSON> about the release."),
+    ],
+)
+def test_names_that_are_also_words_stay_masked(masker, policy, text, masked):
+    assert masker.mask(text, policy).text == masked
