@@ -18,6 +18,8 @@ English
     given or family name is never a person, nor part of one: the model took "Sorry", "Mum",
     "Fingers" (crossed) and the "Tell" of "Tell Rosa" for people in conversations, and "Tell Rosa"
     got another pseudonym than "Rosa". "Grace", "Will" and "Frost" are names too, so they stay.
+    A month that is also a given name is a date among a date's words ("due in April", "June 3rd";
+    ``month_as_date``).
 
 Japanese
     Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
@@ -104,6 +106,37 @@ _CALENDAR_WORDS = frozenset(
     {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march",
      "july", "september", "october", "november", "december", "christmas", "easter", "halloween", "thanksgiving"}
 )  # fmt: skip
+
+
+#: The months that are given names too: alone they are people, in a date's words they are months.
+_NAME_MONTHS = frozenset({"April", "May", "June", "August"})
+#: Words right before a month that make it a date ("due in April", "since June", "next May").
+_BEFORE_A_MONTH = frozenset(
+    {"in", "since", "until", "till", "during", "early", "late", "mid", "next", "last", "this", "every", "between"}
+)
+_DAY_NUMBER = regex.compile(r"\d{1,4}(?:st|nd|rd|th)?")
+#: Words before "of" that make the month after it a date ("the end of April", "the tenth of June").
+_BEFORE_OF_A_MONTH = regex.compile(
+    r"beginning|start|middle|end|rest|first|second|third|(?:twenty|thirty)?-?(?:first|second|third)|\w+th",
+    regex.IGNORECASE,
+)
+
+
+def month_as_date(doc, start: int, end: int) -> bool:
+    """Whether the tokens ``doc[start:end]`` are one month that is also a given name, written as a
+    date: right after ``_BEFORE_A_MONTH``, after "the end of" or "the tenth of", or next to a day
+    or year ("June 3rd", "12 August 2024")."""
+    if end - start != 1 or doc[start].text not in _NAME_MONTHS:
+        return False
+    before = doc[start - 1].text if start > 0 else ""
+    before_of = doc[start - 2].text if start > 1 and before == "of" else ""
+    after = doc[end].text if end < len(doc) else ""
+    return (
+        before.casefold() in _BEFORE_A_MONTH
+        or _BEFORE_OF_A_MONTH.fullmatch(before_of) is not None
+        or _DAY_NUMBER.fullmatch(before) is not None
+        or _DAY_NUMBER.fullmatch(after) is not None
+    )
 
 
 def _calendar_word(word: str) -> bool:
@@ -270,6 +303,7 @@ class EnglishNames:
         if self.lexicon is not None:
             people = [self._extend(doc, start, end) for start, end in people]
             people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
+        people = [(start, end) for start, end in people if not month_as_date(doc, start, end)]
         return places + [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), PERSON) for start, end in people]
 
     def _after_words_not_names(self, doc, start: int, end: int) -> int:

@@ -138,3 +138,28 @@ def test_a_name_after_such_a_word_is_masked_alone_with_its_own_pseudonym(masker,
 )
 def test_names_that_are_also_words_stay_masked(masker, policy, text, masked):
     assert masker.mask(text, policy).text == masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Baby number two is due in April.",
+        "We start on June 3rd, and the inspection is booked for the tenth of June.",
+        "Our deadline is 12 August 2024; he moved it to the end of April.",
+        "See you next May.",
+    ],
+)
+def test_a_month_that_is_also_a_name_is_a_date_in_a_dates_words(masker, policy, text):
+    assert masker.mask(text, policy).text == text
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("April said the build is green.", "<PERSON> said the build is green."),
+        ("I asked April about it in June.", "I asked <PERSON> about it in June."),
+        ("August Landmesser refused.", "<PERSON> refused."),
+    ],
+)
+def test_a_month_that_is_also_a_name_is_a_person_elsewhere(masker, policy, text, masked):
+    assert masker.mask(text, policy).text == masked
