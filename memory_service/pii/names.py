@@ -95,7 +95,8 @@ def tech_terms() -> frozenset[str]:
 _NAME_WORD = regex.compile(r"(?:[\p{Lu}][\p{L}\p{M}]*(?:['’\-][\p{L}\p{M}]+)*\.?)")
 # McDonald, MacArthur, DeAngelo, DiMaggio, LaToya, O'Brien: a capital inside a name after these.
 _INNER_CAPITAL_PREFIX = regex.compile(r"^(?:Mc|Mac|De|Di|Da|Du|La|Le|Van|Von|St)\p{Lu}\p{Ll}+$")
-_INNER_CAPITAL = regex.compile(r"\p{Ll}\p{Lu}")
+# A capital after a small letter ("OrderService") or two capitals before one ("MLflow", "KServe").
+_INNER_CAPITAL = regex.compile(r"\p{Ll}\p{Lu}|\p{Lu}\p{Lu}\p{Ll}")
 _CAPITAL = regex.compile(r"\p{Lu}")
 _PARTICLES = frozenset({"van", "von", "der", "de", "da", "del", "della", "di", "du", "la", "le", "bin", "al", "el"})
 
@@ -110,10 +111,11 @@ _CALENDAR_WORDS = frozenset(
 
 #: The months that are given names too: alone they are people, in a date's words they are months.
 _NAME_MONTHS = frozenset({"April", "May", "June", "August"})
-#: Words right before a month that make it a date ("due in April", "since June", "next May").
+#: Words right before a month that make it a date ("due in April", "since June", "the June sale").
 _BEFORE_A_MONTH = frozenset(
-    {"in", "since", "until", "till", "during", "early", "late", "mid", "next", "last", "this", "every", "between"}
-)
+    {"in", "since", "until", "till", "during", "early", "late", "mid", "next", "last", "this", "every", "between",
+     "the"}
+)  # fmt: skip
 _DAY_NUMBER = regex.compile(r"\d{1,4}(?:st|nd|rd|th)?")
 #: Words before "of" that make the month after it a date ("the end of April", "the tenth of June").
 _BEFORE_OF_A_MONTH = regex.compile(
@@ -149,8 +151,9 @@ def looks_like_a_name(text: str) -> bool:
 
     Every word is a capitalised run of letters (apostrophes and hyphens inside: ``O'Brien``,
     ``Jean-Luc``) or a name particle (``van``, ``de``); no CamelCase inside a word except the
-    usual prefixes (``McDonald``); not all capitals; not every word a known software name; not
-    only days, months or holidays (``_CALENDAR_WORDS``; "Sunday Adeyemi" stays a name).
+    usual prefixes (``McDonald``), nor two capitals before a small letter (``MLflow``); not all
+    capitals; not every word a known software name; not only days, months or holidays
+    (``_CALENDAR_WORDS``; "Sunday Adeyemi" stays a name).
     """
     words = text.split()
     if not words or len(words) > 5:

@@ -39,7 +39,20 @@ def test_names_look_like_names(text):
 
 
 @pytest.mark.parametrize(
-    "text", ["OrderService", "AWS", "pg_repack", "v2 Beta", "Jenkins", "Kafka Redis", "bob", "Tuesday", "Christmas"]
+    "text",
+    [
+        "OrderService",
+        "AWS",
+        "pg_repack",
+        "v2 Beta",
+        "Jenkins",
+        "Kafka Redis",
+        "bob",
+        "Tuesday",
+        "Christmas",
+        "MLflow",
+        "KServe",
+    ],
 )
 def test_code_and_tool_names_do_not(text):
     assert not looks_like_a_name(text)
@@ -147,6 +160,7 @@ def test_names_that_are_also_words_stay_masked(masker, policy, text, masked):
         "We start on June 3rd, and the inspection is booked for the tenth of June.",
         "Our deadline is 12 August 2024; he moved it to the end of April.",
         "See you next May.",
+        "During the June sale, 14 features drifted.",
     ],
 )
 def test_a_month_that_is_also_a_name_is_a_date_in_a_dates_words(masker, policy, text):
