@@ -196,3 +196,33 @@ def blended(share: float):
         return service_embed(SimpleNamespace(embed_query=lambda _text: both()), text)
 
     return {"query_for_embedding": form, "embed_query_in_background": embed}
+
+
+def across_scripts(service_fuse, service_gate):
+    """Replacements of ``search.fuse`` and ``search.lexical_gate_open`` under which a candidate in the
+    other script than the query's (which the full-text stage cannot match) gets max(its lexical
+    term, its dense term) as its lexical term, when lexical scores count; the query's script is
+    read where the gate reads the query."""
+    from dataclasses import replace
+
+    from memory_service.retrieval.lexical import script_of
+
+    asked = {"script": "latin"}
+
+    def gate(*, dense: dict, scripts: dict, query: str) -> bool:
+        asked["script"] = script_of(query)
+        return service_gate(dense=dense, scripts=scripts, query=query)
+
+    def fuse(**kwargs) -> dict:
+        scores = service_fuse(**kwargs)
+        ranking = kwargs["ranking"]
+        if not kwargs["dense"] or not kwargs["use_lexical"] or not ranking.lexical:
+            return scores
+        dense_terms = service_fuse(**{**kwargs, "lexical": {}, "ranking": replace(ranking, dense=1.0, lexical=0.0)})
+        for memory_id, dense in dense_terms.items():
+            if (kwargs["scripts"] or {}).get(memory_id) not in (None, asked["script"]):
+                lexical = (scores[memory_id] - ranking.dense * dense) / ranking.lexical
+                scores[memory_id] = ranking.dense * dense + ranking.lexical * max(lexical, dense)
+        return scores
+
+    return {"fuse": fuse, "lexical_gate_open": gate}

