@@ -24,7 +24,8 @@ English
 Japanese
     Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
     no neural model (well under a millisecond a note), plus two rules for names the dictionary
-    does not know: a run of kanji or kana before an honorific (``小鳥遊さん``, ``四月一日くん``),
+    does not know: a run of kanji or kana before an honorific that is a word of its own
+    (``小鳥遊さん``, ``四月一日くん``; not the 様 of 仕様, "specification"),
     and a romanised name before one (``Tanaka-san``, ``Itoさん``). The masker also runs the English
     finder on every Japanese note that has a Latin capital letter, whole (``Priya Raman さんが承認``):
     run on the Latin stretches alone, cut from their sentence, it broke more harmless strings.
@@ -429,6 +430,7 @@ def _overlaps_any(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:
 _HONORIFICS = (
     "さん|さま|様|氏|くん|君|ちゃん|殿|先生|先輩|部長|課長|係長|社長|専務|常務|室長|主任|所長|局長|次長|教授|博士|監督"
 )
+_HONORIFIC = regex.compile(_HONORIFICS)
 # A run of kanji or kana (a name Sudachi does not know) right before an honorific.
 _BEFORE_HONORIFIC = regex.compile(
     rf"(?<![\p{{Han}}\p{{Katakana}}ー々ヶ])[\p{{Han}}々ヶ]{{1,5}}(?=(?:{_HONORIFICS}))"
@@ -475,7 +477,8 @@ class JapaneseNames:
         spans: list[NameSpan] = []
         run_start = run_end = -1
         run_kind = ""
-        for morpheme in self._tokenizer.tokenize(text, self._mode):
+        morphemes = list(self._tokenizer.tokenize(text, self._mode))
+        for morpheme in morphemes:
             pos = morpheme.part_of_speech()
             kind = _sudachi_kind(pos, morpheme.surface())
             # 佐藤花子, and 佐藤 花子 with one space between family and given name.
@@ -489,10 +492,15 @@ class JapaneseNames:
             run_start, run_end, run_kind = (morpheme.begin(), morpheme.end(), kind) if kind else (-1, -1, "")
         if run_kind:
             spans.append((run_start, run_end, run_kind))
-        for pattern in (_BEFORE_HONORIFIC, _ROMAJI_HONORIFIC):
-            for match in pattern.finditer(text):
-                if match.group() not in _NOT_NAMES:
-                    spans.append((match.start(), match.end(), PERSON))
+        bounds = {morpheme.begin() for morpheme in morphemes} | {morpheme.end() for morpheme in morphemes}
+        for match in _BEFORE_HONORIFIC.finditer(text):
+            # The honorific must start and end where words do: in 仕様 (specification), 様子 and 氏名
+            # it is part of another word (課長 may be read as 課 + 長: both ends are still bounds).
+            honorific = _HONORIFIC.match(text, match.end())
+            if match.group() not in _NOT_NAMES and honorific and {match.end(), honorific.end()} <= bounds:
+                spans.append((match.start(), match.end(), PERSON))
+        for match in _ROMAJI_HONORIFIC.finditer(text):
+            spans.append((match.start(), match.end(), PERSON))
         return sorted(set(spans))
 
 

@@ -177,3 +177,14 @@ def test_a_month_that_is_also_a_name_is_a_date_in_a_dates_words(masker, policy, 
 )
 def test_a_month_that_is_also_a_name_is_a_person_elsewhere(masker, policy, text, masked):
     assert masker.mask(text, policy).text == masked
+
+
+@pytest.mark.parametrize("text", ["返金 API の仕様", "仕様書を更新した。", "1週間様子を見る。", "氏名を入力する。"])
+def test_an_honorific_inside_another_word_makes_no_name(masker, policy, text):
+    assert masker.mask(text, policy).text == text  # 仕様 (specification), 様子, 氏名
+
+
+def test_an_honorific_of_its_own_still_makes_a_name(masker, policy):
+    masked = masker.mask("佐藤さんの仕様レビュー、高田課長が承認。", policy).text
+
+    assert masked == "<PERSON>さんの仕様レビュー、<PERSON>課長が承認。"
