@@ -134,6 +134,8 @@ def month_as_date(doc, start: int, end: int) -> bool:
     before = doc[start - 1].text if start > 0 else ""
     before_of = doc[start - 2].text if start > 1 and before == "of" else ""
     after = doc[end].text if end < len(doc) else ""
+    if after in ("'s", "’s"):
+        return False  # "in April's folder": whose, not when
     return (
         before.casefold() in _BEFORE_A_MONTH
         or _BEFORE_OF_A_MONTH.fullmatch(before_of) is not None

@@ -151,6 +151,7 @@ def test_words_dates_and_words_with_an_honorific_inside_are_not_people(masker, p
         ("April said the build is green.", "<PERSON> said the build is green."),
         ("I asked April about it in June.", "I asked <PERSON> about it in June."),
         ("August Landmesser refused.", "<PERSON> refused."),
+        ("I put the files in April's folder.", "I put the files in <PERSON>'s folder."),
         # An honorific that is a word of its own (課長 read as 課 + 長 too).
         ("佐藤さんの仕様レビュー、高田課長が承認。", "<PERSON>さんの仕様レビュー、<PERSON>課長が承認。"),
     ],
