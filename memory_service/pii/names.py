@@ -18,8 +18,8 @@ English
     given or family name is never a person, nor part of one: the model took "Sorry", "Mum",
     "Fingers" (crossed) and the "Tell" of "Tell Rosa" for people in conversations, and "Tell Rosa"
     got another pseudonym than "Rosa". "Grace", "Will" and "Frost" are names too, so they stay.
-    A month that is also a given name is a date among a date's words ("due in April", "June 3rd";
-    ``month_as_date``).
+    A month that is also a given name is a date among a date's words ("due in April", "June 3rd"),
+    and so are "New Year's Eve" and "Merry Christmas" (``date_read_as_a_name``).
 
 Japanese
     Sudachi's dictionary (SudachiDict-core), which tags personal names as 名詞-固有名詞-人名 with
@@ -118,6 +118,7 @@ _BEFORE_A_MONTH = frozenset(
      "the"}
 )  # fmt: skip
 _DAY_NUMBER = regex.compile(r"\d{1,4}(?:st|nd|rd|th)?")
+_GREETINGS = frozenset({"Merry", "Happy"})
 #: Words before "of" that make the month after it a date ("the end of April", "the tenth of June").
 _BEFORE_OF_A_MONTH = regex.compile(
     r"beginning|start|middle|end|rest|first|second|third|(?:twenty|thirty)?-?(?:first|second|third)|\w+th",
@@ -125,13 +126,19 @@ _BEFORE_OF_A_MONTH = regex.compile(
 )
 
 
-def month_as_date(doc, start: int, end: int) -> bool:
-    """Whether the tokens ``doc[start:end]`` are one month that is also a given name, written as a
-    date: right after ``_BEFORE_A_MONTH``, after "the end of" or "the tenth of", or next to a day
-    or year ("June 3rd", "12 August 2024")."""
-    if end - start != 1 or doc[start].text not in _NAME_MONTHS:
-        return False
+def date_read_as_a_name(doc, start: int, end: int) -> bool:
+    """Whether the tokens ``doc[start:end]`` are a date that reads like a name: a month that is also
+    a given name right after ``_BEFORE_A_MONTH``, after "the end of" or "the tenth of", or next to a
+    day or year ("June 3rd", "12 August 2024"); the Eve of "Christmas Eve" and "New Year's Eve"; a
+    season's greeting ("Merry Christmas")."""
+    words = [token.text for token in doc[start:end]]
+    if len(words) > 1:
+        return words[0] in _GREETINGS and all(_calendar_word(word) for word in words[1:])
     before = doc[start - 1].text if start > 0 else ""
+    if words == ["Eve"]:
+        return before == "Christmas" or (before in ("'s", "’s") and start > 1 and doc[start - 2].text == "Year")
+    if words[0] not in _NAME_MONTHS:
+        return False
     before_of = doc[start - 2].text if start > 1 and before == "of" else ""
     after = doc[end].text if end < len(doc) else ""
     if after in ("'s", "’s"):
@@ -309,7 +316,7 @@ class EnglishNames:
         if self.lexicon is not None:
             people = [self._extend(doc, start, end) for start, end in people]
             people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
-        people = [(start, end) for start, end in people if not month_as_date(doc, start, end)]
+        people = [(start, end) for start, end in people if not date_read_as_a_name(doc, start, end)]
         return places + [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), PERSON) for start, end in people]
 
     def _after_words_not_names(self, doc, start: int, end: int) -> int:

@@ -130,6 +130,9 @@ def test_the_english_words_are_a_dictionarys_lower_case_entries():
         "Our deadline is 12 August 2024; he moved it to the end of April.",
         "See you next May.",
         "During the June sale, 14 features drifted.",
+        # Holidays that read like names.
+        "Nothing from you since New Year's Eve, and we met on Christmas Eve.",
+        "Merry Christmas to me.",
         # A Japanese honorific inside another word: 仕様 (specification), 様子, 氏名.
         "返金 API の仕様",
         "仕様書を更新した。",
@@ -152,6 +155,8 @@ def test_words_dates_and_words_with_an_honorific_inside_are_not_people(masker, p
         ("I asked April about it in June.", "I asked <PERSON> about it in June."),
         ("August Landmesser refused.", "<PERSON> refused."),
         ("I put the files in April's folder.", "I put the files in <PERSON>'s folder."),
+        ("Ask Eve about it.", "Ask <PERSON> about it."),
+        ("Merry Christmas, Oskar.", "Merry Christmas, <PERSON>."),
         # An honorific that is a word of its own (課長 read as 課 + 長 too).
         ("佐藤さんの仕様レビュー、高田課長が承認。", "<PERSON>さんの仕様レビュー、<PERSON>課長が承認。"),
     ],
