@@ -71,6 +71,7 @@ BENCHMARKS = {
 }
 EXPERIMENTS = {
     "pii_names": [PY, "bench/pii/names.py", "--variants"],
+    "pii_spans": [PY, "bench/pii/spans.py"],
     "ranking_ceiling": [PY, "bench/ranking_ceiling.py", "fusion"],
     "neighbour_context": [PY, "bench/neighbour_context.py"],
     "ranking_variants": [PY, "bench/ranking_variants.py"],
