@@ -47,6 +47,7 @@ import os
 import sys
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -108,11 +109,11 @@ def variants(what: list[str], model_id: str):
     if "weights" not in what:  # a baseline from the same load (the weights' study has its own row)
         yield "the service", nullcontext(), None
     if "weights" in what:
-        for weight in LEXICAL_WEIGHTS:
-            for norm in ("max", "ideal"):
-                ranking = replace(search.RANKING, dense=round(1 - weight, 2), lexical=weight, lexical_norm=norm)
-                service = " (the service)" if ranking == search.RANKING else ""
-                yield f"lexical weight {weight}, BM25 / {norm}{service}", nullcontext(), ranking
+        from bench.retrieval_quality import candidate_rankings
+
+        swept = candidate_rankings(partial(replace, search.RANKING), per_script=False, weights=LEXICAL_WEIGHTS)
+        for label, ranking in swept:
+            yield label + (" (the service)" if ranking == search.RANKING else ""), nullcontext(), ranking
         for share in THREAD_SHARES:
             ranking = replace(search.RANKING, thread=share)
             yield f"the service's weights, neighbours lend {share}", nullcontext(), ranking

@@ -59,16 +59,19 @@ def choose_embedder(best: dict, *, default: str) -> str:
     return leader if best[leader][0] > best[default][0] + EMBEDDER_MARGIN else default
 
 
-def candidate_rankings(ranking_type, *, per_script: bool) -> list[tuple[str, object]]:
-    """The fused rankings the sweep tries: lexical weight × BM25 normalisation (× dense
-    normalisation per script, for an embedder with a same-language bias), with the script gate
-    (the sweep without it, and why the gate stays, in bench/RESULTS.md)."""
+def candidate_rankings(
+    ranking_type, *, per_script: bool, weights: tuple[float, ...] = LEXICAL_WEIGHTS
+) -> list[tuple[str, object]]:
+    """The fused rankings the sweep tries: lexical weight (of ``weights``) × BM25 normalisation
+    (× dense normalisation per script, for an embedder with a same-language bias), with the script
+    gate (the sweep without it, and why the gate stays, in bench/RESULTS.md). ``ranking_type``
+    makes a ranking from those fields (``Ranking``, or a ``replace`` of another ranking)."""
     return [
         (
             f"w_lex={w} {norm}{' per-script' if script else ''}",
             ranking_type(dense=round(1 - w, 2), lexical=w, gate=True, dense_per_script=script, lexical_norm=norm),
         )
-        for w in LEXICAL_WEIGHTS
+        for w in weights
         for norm in ("max", "ideal")
         for script in ((False, True) if per_script else (False,))
     ]
