@@ -115,7 +115,7 @@ _NAME_MONTHS = frozenset({"April", "May", "June", "August"})
 #: Words right before a month that make it a date ("due in April", "since June", "the June sale").
 _BEFORE_A_MONTH = frozenset(
     {"in", "since", "until", "till", "during", "early", "late", "mid", "next", "last", "this", "every", "between",
-     "the"}
+     "the", "a", "an"}
 )  # fmt: skip
 _DAY_NUMBER = regex.compile(r"\d{1,4}(?:st|nd|rd|th)?")
 _GREETINGS = frozenset({"Merry", "Happy"})
@@ -149,6 +149,30 @@ def date_read_as_a_name(doc, start: int, end: int) -> bool:
         or _DAY_NUMBER.fullmatch(before) is not None
         or _DAY_NUMBER.fullmatch(after) is not None
     )
+
+
+#: The areas of IANA time zone names ("Asia/Tokyo", "America/New_York"): some are given names too.
+_TIME_ZONE_AREAS = frozenset(
+    {"Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific"}
+)
+_SENTENCE_ENDS = frozenset({".", "!", "?", ":", ";", "…", '"', "“", "(", "-", "–", "—"})
+_ARTICLE_NEXT = regex.compile(r"[aeiouh]\p{Ll}*|\p{Lu}{1,5}")
+
+
+def word_read_as_a_name(doc, start: int, end: int) -> bool:
+    """Whether the tokens ``doc[start:end]`` are a word that reads like a name where it stands: the
+    article "An" opening a sentence before a small word that starts with a vowel or h, or before
+    capitals ("An apprentice!", "An hour later", "An A!"; "An said…" stays a name); the area of a
+    time zone's name ("Asia/Tokyo")."""
+    if end - start != 1:
+        return False
+    word = doc[start].text
+    after = doc[end].text if end < len(doc) else ""
+    if word in _TIME_ZONE_AREAS:
+        return after == "/"
+    if word != "An" or _ARTICLE_NEXT.fullmatch(after) is None:
+        return False
+    return start == 0 or doc[start - 1].is_space or doc[start - 1].text in _SENTENCE_ENDS
 
 
 def _calendar_word(word: str) -> bool:
@@ -316,7 +340,11 @@ class EnglishNames:
         if self.lexicon is not None:
             people = [self._extend(doc, start, end) for start, end in people]
             people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
-        people = [(start, end) for start, end in people if not date_read_as_a_name(doc, start, end)]
+        people = [
+            (start, end)
+            for start, end in people
+            if not date_read_as_a_name(doc, start, end) and not word_read_as_a_name(doc, start, end)
+        ]
         return places + [(doc[start].idx, doc[end - 1].idx + len(doc[end - 1].text), PERSON) for start, end in people]
 
     def _after_words_not_names(self, doc, start: int, end: int) -> int:

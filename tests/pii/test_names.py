@@ -130,6 +130,10 @@ def test_the_english_words_are_a_dictionarys_lower_case_entries():
         "Our deadline is 12 August 2024; he moved it to the end of April.",
         "See you next May.",
         "During the June sale, 14 features drifted.",
+        "A June backfill was started with the wrong flag.",
+        # The article "An", and the area of a time zone's name.
+        "An apprentice! Who? An hour later she had the job. I got my paper back. An A!",
+        "Always compute business dates in `Asia/Tokyo`; the US office sets TZ=America/New_York.",
         # Holidays that read like names.
         "Nothing from you since New Year's Eve, and we met on Christmas Eve.",
         "Merry Christmas to me.",
@@ -157,6 +161,8 @@ def test_words_dates_and_words_with_an_honorific_inside_are_not_people(masker, p
         ("I put the files in April's folder.", "I put the files in <PERSON>'s folder."),
         ("Ask Eve about it.", "Ask <PERSON> about it."),
         ("Merry Christmas, Oskar.", "Merry Christmas, <PERSON>."),
+        ("An said the build is green. Ask An about it.", "<PERSON> said the build is green. Ask <PERSON> about it."),
+        ("Asia reviewed the time zone change.", "<PERSON> reviewed the time zone change."),
         # An honorific that is a word of its own (課長 read as 課 + 長 too).
         ("佐藤さんの仕様レビュー、高田課長が承認。", "<PERSON>さんの仕様レビュー、<PERSON>課長が承認。"),
     ],
