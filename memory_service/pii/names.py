@@ -47,6 +47,7 @@ from spacy.language import Language
 from thinc.api import use_ops
 
 from memory_service.pii.entities import LOCATION, PERSON
+from memory_service.pii.romanize import CYRILLIC_LOCALES, NOT_NAMES, romanised, without_diacritics
 
 #: (start, end, entity) in the text given.
 NameSpan = tuple[int, int, str]
@@ -262,6 +263,9 @@ def build_english_words(sources: Sequence[str] = DICTIONARY_SOURCES) -> bytes:
 def build_lexicon() -> bytes:
     """The lexicon file's bytes, from Faker's providers (MIT licensed data): the first and last
     names of every locale of its person providers, and its English word list as common words.
+    A name is also there as English text spells it: without its diacritics ("Ozturk") and, from
+    Cyrillic, romanised ("Oleksandr", ``romanize``) — such a spelling only when it is no English
+    dictionary word nor one of ``romanize.NOT_NAMES`` ("Latin", from Bulgarian Латин).
     ``bench/pii/build_name_lexicon.py`` rebuilds the file (Faker comes with the test requirements)."""
     import importlib
     import pkgutil
@@ -278,8 +282,26 @@ def build_lexicon() -> bytes:
             values = getattr(provider, attribute)
             names = values.keys() if isinstance(values, dict) else values if isinstance(values, list | tuple) else ()
             kind = "F" if attribute.startswith("first") else "L"
-            lines.update(f"{kind}\t{name}" for name in names if isinstance(name, str) and name and " " not in name)
+            for name in names:
+                if isinstance(name, str) and name and " " not in name:
+                    lines.update(f"{kind}\t{spelling}" for spelling in _spellings(name, module.name))
     return gzip.compress("\n".join(sorted(lines)).encode("utf-8"), mtime=0)
+
+
+_LATIN_NAME = regex.compile(r"[A-Z][A-Za-z'’\-]+")
+
+
+def _spellings(name: str, locale: str) -> set[str]:
+    """``name`` and the Latin spellings of it that English text uses and no English word shares."""
+    others = {without_diacritics(name)}
+    if locale in CYRILLIC_LOCALES:
+        others |= romanised(name, locale)
+    words = english_words()
+    return {name} | {
+        other
+        for other in others
+        if _LATIN_NAME.fullmatch(other) is not None and other.casefold() not in words and other not in NOT_NAMES
+    }
 
 
 #: Words that open many engineering notes ("Ping …", "Lesson: …") and that a model or a name list

@@ -14,6 +14,7 @@ from memory_service.pii.names import (
     name_lexicon,
 )
 from memory_service.pii.normalize import normalize
+from memory_service.pii.romanize import romanised, without_diacritics
 
 
 def test_the_lexicon_file_is_what_faker_builds():
@@ -31,6 +32,42 @@ def test_the_lexicon_knows_names_of_many_origins_and_no_tool_names():
     assert {"Nguyen", "Kaya", "Okafor", "Tanaka"} & last
     assert not {"Jenkins", "Kafka", "Django", "Redis"} & (first | last)
     assert {"lesson", "ping", "will"} <= common
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Oleksandr and Yulia Bondarenko chose pgvector.", "<PERSON> and <PERSON> chose pgvector."),
+        ("Per Yevhen: run the plan first.", "Per <PERSON>: run the plan first."),
+        ("Nesrin is back to bossing everyone.", "<PERSON> is back to bossing everyone."),
+    ],
+)
+def test_names_from_other_scripts_and_without_their_accents_are_masked(masker, policy, text, masked):
+    assert masker.mask(text, policy).text == masked
+
+
+def test_the_lexicon_spells_names_as_english_text_does_but_no_word_or_place():
+    first, last, _ = name_lexicon()
+
+    assert {"Oleksandr", "Yevhen", "Yevgen", "Lukasz", "Soren"} <= first  # Олександр, Євген, Łukasz, Søren
+    assert {"Bondarenko", "Ozturk", "Yildiz"} <= first | last  # Бондаренко, Öztürk, Yıldız
+    assert not {"Latin", "Pravda", "November"} & (first | last)  # Латин and others, spelt in Latin letters
+
+
+def test_romanised_spellings_follow_each_alphabet():
+    assert romanised("Олександр", "uk_UA") == {"Oleksandr"}
+    assert romanised("Юлія", "uk_UA") == {"Yuliia", "Yuliya"}
+    assert romanised("Ганна", "uk_UA") == {"Hanna", "Ganna"}
+    assert romanised("Щукин", "ru_RU") == {"Shchukin"}
+    assert romanised("Анна-Мария", "bg_BG") == {"Anna-Mariya"}
+    assert romanised("Ѓорги", "mk_MK") == {"Gjorgi"}
+    assert romanised("Ωμέγα", "ru_RU") == set()  # a letter with no Latin form here: no spelling
+    assert [without_diacritics(name) for name in ("Öztürk", "Vũ", "Łukasz", "Yıldız")] == [
+        "Ozturk",
+        "Vu",
+        "Lukasz",
+        "Yildiz",
+    ]
 
 
 @pytest.mark.parametrize("text", ["Priya Raman", "O'Brien", "Jean-Luc Picard", "McDonald", "Daan de Vries"])
