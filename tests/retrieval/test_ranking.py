@@ -11,6 +11,7 @@ from memory_service.retrieval.search import (
     add_thread_neighbours,
     fuse,
     lexical_gate_open,
+    lexical_one_sided,
     replacements_first,
 )
 
@@ -85,29 +86,47 @@ def _gate_case(best_script: str, others: int = 9):
     return best, english, dense, scripts
 
 
-def test_lexical_votes_stop_when_the_models_best_match_is_across_languages_and_nothing_there_matched():
+def test_lexical_votes_are_one_sided_when_the_models_best_match_is_across_languages_and_nothing_there_matched():
     best, english, dense, scripts = _gate_case("cjk")
     query = "How do we rotate the signing keys?"
-    assert not lexical_gate_open(dense=dense, lexical={english[0]: 7.0, english[3]: 2.0}, scripts=scripts, query=query)
+    assert lexical_one_sided(dense=dense, lexical={english[0]: 7.0, english[3]: 2.0}, scripts=scripts, query=query)
     # A note of the other language that shares a word (an identifier) with the query: both sides can be voted for.
     japanese = uuid.uuid4()
     scripts[japanese] = "cjk"
-    assert lexical_gate_open(dense=dense, lexical={english[0]: 7.0, japanese: 3.0}, scripts=scripts, query=query)
+    assert not lexical_one_sided(dense=dense, lexical={english[0]: 7.0, japanese: 3.0}, scripts=scripts, query=query)
 
 
-def test_lexical_votes_count_when_the_best_match_shares_the_querys_language_or_the_query_is_one_term():
-    _, english, dense, scripts = _gate_case("latin")
-    assert lexical_gate_open(dense=dense, lexical={english[1]: 5.0}, scripts=scripts, query="rotate signing keys")
+def test_lexical_votes_are_not_one_sided_on_the_querys_side_for_one_term_or_without_dense_candidates():
+    # The model's best match shares the query's language, even if the full-text stage found only the other's.
+    _, _, dense, scripts = _gate_case("latin")
+    japanese = uuid.uuid4()
+    scripts[japanese] = "cjk"
+    assert not lexical_one_sided(dense=dense, lexical={japanese: 5.0}, scripts=scripts, query="rotate signing keys")
     _, english, dense, scripts = _gate_case("cjk")
-    assert lexical_gate_open(dense=dense, lexical={english[1]: 5.0}, scripts=scripts, query="reducedMotion")
-    assert lexical_gate_open(dense={}, lexical={english[1]: 5.0}, scripts=scripts, query="rotate signing keys")
+    assert not lexical_one_sided(dense=dense, lexical={english[1]: 5.0}, scripts=scripts, query="reducedMotion")
+    assert not lexical_one_sided(dense={}, lexical={english[1]: 5.0}, scripts=scripts, query="rotate signing keys")
+
+
+def test_one_sided_lexical_votes_keep_a_share_of_their_weight_and_full_text_matches_still_rank():
+    best, english, dense, scripts = _gate_case("cjk", others=2)
+    found_by_text_alone = uuid.uuid4()
+    lexical = {english[0]: 10.0, found_by_text_alone: 10.0}
+    ranking = Ranking(dense=0.5, lexical=0.5, one_sided=0.1)
+    full = fuse(dense=dense, lexical=lexical, use_lexical=True, ranking=ranking, ideal=10.0)
+    one_sided = fuse(dense=dense, lexical=lexical, use_lexical=True, ranking=ranking, ideal=10.0, one_sided=True)
+
+    assert max(full, key=full.get) == english[0]  # full votes bury the model's best match
+    assert max(one_sided, key=one_sided.get) == best
+    assert one_sided[best] == pytest.approx(0.95)  # the dense weight gets what the lexical one gave up
+    assert one_sided[found_by_text_alone] == pytest.approx(0.05)  # still listed, low
 
 
 def test_lexical_votes_stop_when_most_of_the_dense_top_ten_are_in_another_language():
-    _, english, dense, scripts = _gate_case("latin", others=9)
-    for memory_id in english[:6]:
+    _, _, dense, scripts = _gate_case("latin", others=9)
+    for memory_id in list(dense)[1:7]:
         scripts[memory_id] = "cjk"
-    assert not lexical_gate_open(dense=dense, lexical={english[8]: 5.0}, scripts=scripts, query="rotate signing keys")
+    assert not lexical_gate_open(dense=dense, scripts=scripts, query="rotate signing keys")
+    assert lexical_gate_open(dense=dense, scripts={i: "latin" for i in dense}, query="rotate signing keys")
 
 
 def test_memories_that_supersede_each_other_end_in_some_order():
