@@ -157,13 +157,22 @@ _TIME_ZONE_AREAS = frozenset(
     {"Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific"}
 )
 _SENTENCE_ENDS = frozenset({".", "!", "?", ":", ";", "…", '"', "“", "(", "-", "–", "—"})
+# What follows the article "An": a small word with a vowel or h first, or capitals ("An A!", "An MBA")...
 _ARTICLE_NEXT = regex.compile(r"[aeiouh]\p{Ll}*|\p{Lu}{1,5}")
+# ... but not what follows a person: a verb in -ed or -s, an adverb in -ly, a link or a verb of these.
+_AFTER_A_PERSON = regex.compile(r"\p{Ll}+(?:ed|(?<![su])s|ly)")
+_AFTER_A_PERSON_WORDS = frozenset(
+    {"and", "or", "is", "isn", "has", "hasn", "had", "hadn", "also", "always", "already", "often", "ought", "even",
+     "ever", "only", "ate", "heard", "held", "hid", "hit", "hung", "hurt", "arose", "awoke", "understood",
+     "underwent", "upheld", "overheard", "overtook", "undid", "overcame", "ended"}
+)  # fmt: skip
 
 
 def word_read_as_a_name(doc, start: int, end: int) -> bool:
     """Whether the tokens ``doc[start:end]`` are a word that reads like a name where it stands: the
     article "An" opening a sentence before a small word that starts with a vowel or h, or before
-    capitals ("An apprentice!", "An hour later", "An A!"; "An said…" stays a name); the area of a
+    capitals ("An apprentice!", "An hour later", "An A!"), unless that word reads as what follows a
+    person ("An said…", "An is…", "An and I", "An asked", "An owns": the name); the area of a
     time zone's name ("Asia/Tokyo")."""
     if end - start != 1:
         return False
@@ -173,6 +182,8 @@ def word_read_as_a_name(doc, start: int, end: int) -> bool:
         return after == "/"
     if word != "An" or _ARTICLE_NEXT.fullmatch(after) is None:
         return False
+    if after in _AFTER_A_PERSON_WORDS or _AFTER_A_PERSON.fullmatch(after):
+        return False  # "An is out today", "An asked", "An owns it": the name
     return start == 0 or doc[start - 1].is_space or doc[start - 1].text in _SENTENCE_ENDS
 
 
@@ -288,7 +299,9 @@ def build_lexicon() -> bytes:
     return gzip.compress("\n".join(sorted(lines)).encode("utf-8"), mtime=0)
 
 
-_LATIN_NAME = regex.compile(r"[A-Z][A-Za-z'’\-]+")
+# A spelling made for the lexicon: three letters or more (two, such as "Tu" and "Sa" from Tú and
+# Sá, are abbreviations as often: "Mo Tu We"), ASCII letters, hyphens and apostrophes.
+_LATIN_NAME = regex.compile(r"[A-Z][A-Za-z'’\-]{2,}")
 
 
 def _spellings(name: str, locale: str) -> set[str]:

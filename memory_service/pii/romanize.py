@@ -9,22 +9,38 @@ the lexicon file is built, never on a note.
 import unicodedata
 
 # Russian-style romanisation (close to BGN/PCGN, as passports and English texts spell most names),
-# also used for Bulgarian and Macedonian names, with the letters those alphabets add.
+# also used for Macedonian names, with the letters its alphabet adds; apostrophes are dropped.
 _RUSSIAN = {
     "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh", "з": "z", "и": "i",
     "й": "y", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o", "п": "p", "р": "r", "с": "s", "т": "t",
     "у": "u", "ф": "f", "х": "kh", "ц": "ts", "ч": "ch", "ш": "sh", "щ": "shch", "ъ": "", "ы": "y", "ь": "",
     "э": "e", "ю": "yu", "я": "ya", "і": "i", "ї": "yi", "є": "ye", "ґ": "g", "ѓ": "gj", "ќ": "kj",
-    "љ": "lj", "њ": "nj", "џ": "dzh", "ј": "j", "ѕ": "dz", "ў": "w",
+    "љ": "lj", "њ": "nj", "џ": "dzh", "ј": "j", "ѕ": "dz", "ў": "w", "'": "", "ʼ": "", "’": "",
 }  # fmt: skip
+# A Russian name starting with е is written both ways in English: Elena and Yelena.
+_RUSSIAN_INITIAL = {"е": "ye"}
+# Bulgarian's own (its official system of 2009): ъ is a vowel, щ is sht, х is h.
+_BULGARIAN = _RUSSIAN | {"ъ": "a", "щ": "sht", "х": "h", "ю": "yu", "я": "ya"}
 # Ukrainian's own (the national system of 2010): г is h, и is y, and є ї й ю я are written
 # differently at the start of a name.
-_UKRAINIAN = _RUSSIAN | {"г": "h", "и": "y", "і": "i", "ї": "i", "й": "i", "є": "ie", "ю": "iu", "я": "ia", "'": ""}
+_UKRAINIAN = _RUSSIAN | {"г": "h", "и": "y", "і": "i", "ї": "i", "й": "i", "є": "ie", "ю": "iu", "я": "ia"}
 _UKRAINIAN_INITIAL = {"є": "ye", "ї": "yi", "й": "y", "ю": "yu", "я": "ya"}
+# The (table, letters at the start of a name or of a part after a hyphen) of each Cyrillic locale
+# (Faker's person providers).
+_SYSTEMS = {
+    "ru_RU": ((_RUSSIAN, {}), (_RUSSIAN, _RUSSIAN_INITIAL)),
+    "uk_UA": ((_RUSSIAN, {}), (_UKRAINIAN, _UKRAINIAN_INITIAL)),
+    "bg_BG": ((_BULGARIAN, {}),),
+    "mk_MK": ((_RUSSIAN, {}),),
+}
+#: Locales whose names are written in Cyrillic.
+CYRILLIC_LOCALES = tuple(_SYSTEMS)
 
 # Letters that are not a Latin letter plus marks, and how English text writes them.
-_LETTERS = str.maketrans({"ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ı": "i", "ß": "ss", "æ": "ae",
-                          "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ð": "d", "þ": "th", "Þ": "Th"})  # fmt: skip
+_LETTERS = str.maketrans(
+    {"ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ı": "i", "ß": "ss", "æ": "ae", "Æ": "Ae",
+     "œ": "oe", "Œ": "Oe", "ð": "d", "þ": "th", "Þ": "Th", "ə": "a", "Ə": "A"}
+)  # fmt: skip
 
 #: Latin spellings of names that English writes for something else: places, peoples, languages,
 #: brands, a month (the spellings that an English dictionary's capitalised entries share, less its
@@ -36,9 +52,6 @@ NOT_NAMES = frozenset(
      "Sanka", "Slav", "Slovak", "Uranus", "Ursa", "Vikings", "Vlasic"}
 )  # fmt: skip
 
-#: Locales (Faker's person providers) whose names are written in Cyrillic, and how each is romanised.
-CYRILLIC_LOCALES = ("ru_RU", "uk_UA", "bg_BG", "mk_MK")
-
 
 def without_diacritics(name: str) -> str:
     """``name`` with its accents and other combining marks removed, and letters such as ł and ı
@@ -48,21 +61,19 @@ def without_diacritics(name: str) -> str:
 
 
 def romanised(name: str, locale: str) -> set[str]:
-    """The Latin spellings of a Cyrillic ``name`` of ``locale`` (one of ``CYRILLIC_LOCALES``): the
-    Russian-style one, and for Ukrainian names also the national one ("Юлія" → "Yuliia" and
-    "Yuliya"). Empty when a character has no Latin form here."""
-    tables = [(_RUSSIAN, {})] + ([(_UKRAINIAN, _UKRAINIAN_INITIAL)] if locale == "uk_UA" else [])
+    """The Latin spellings of a Cyrillic ``name`` of ``locale`` (one of ``CYRILLIC_LOCALES``): for
+    Russian names with е first both ways ("Елена" → "Elena", "Yelena"), for Ukrainian names the
+    Russian-style one and the national one ("Юлія" → "Yuliya", "Yuliia"), for Bulgarian names
+    Bulgaria's own ("Щерев" → "Shterev"). Empty when a character has no Latin form here."""
     spellings = set()
-    for table, initial in tables:
-        letters = []
-        for index, char in enumerate(name.lower()):
-            latin = initial.get(char) if index == 0 else None
-            latin = latin if latin is not None else table.get(char, char if char in "-’" else None)
-            if latin is None:
+    for table, initial in _SYSTEMS[locale]:
+        parts = []
+        for part in name.lower().split("-"):
+            letters = [initial.get(part[:1]) or table.get(part[:1])] + [table.get(char) for char in part[1:]]
+            if not part or any(letter is None for letter in letters):
                 break
-            letters.append(latin)
+            spelt = "".join(letters)
+            parts.append(spelt[:1].upper() + spelt[1:])
         else:
-            spelling = "-".join(part[:1].upper() + part[1:] for part in "".join(letters).split("-"))
-            if spelling.strip("-’"):
-                spellings.add(spelling)
+            spellings.add("-".join(parts))
     return spellings

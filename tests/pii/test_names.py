@@ -4,6 +4,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import spacy
 
 from memory_service.pii.names import (
     LEXICON_FILE,
@@ -12,6 +13,7 @@ from memory_service.pii.names import (
     english_words,
     looks_like_a_name,
     name_lexicon,
+    word_read_as_a_name,
 )
 from memory_service.pii.normalize import normalize
 from memory_service.pii.romanize import romanised, without_diacritics
@@ -49,7 +51,7 @@ def test_names_from_other_scripts_and_without_their_accents_are_masked(masker, p
 def test_the_lexicon_spells_names_as_english_text_does_but_no_word_or_place():
     first, last, _ = name_lexicon()
 
-    assert {"Oleksandr", "Yevhen", "Yevgen", "Lukasz", "Soren"} <= first  # Олександр, Євген, Łukasz, Søren
+    assert {"Oleksandr", "Yevhen", "Yevgen", "Yelena", "Lukasz", "Soren"} <= first  # Олександр, Євген, Елена…
     assert {"Bondarenko", "Ozturk", "Yildiz"} <= first | last  # Бондаренко, Öztürk, Yıldız
     assert not {"Latin", "Pravda", "November"} & (first | last)  # Латин and others, spelt in Latin letters
 
@@ -58,16 +60,40 @@ def test_romanised_spellings_follow_each_alphabet():
     assert romanised("Олександр", "uk_UA") == {"Oleksandr"}
     assert romanised("Юлія", "uk_UA") == {"Yuliia", "Yuliya"}
     assert romanised("Ганна", "uk_UA") == {"Hanna", "Ganna"}
+    assert romanised("Лукʼян", "uk_UA") == {"Lukian", "Lukyan"}  # the apostrophe is dropped
+    assert romanised("Гоголь-Яновська", "uk_UA") == {"Hohol-Yanovska", "Gogol-Yanovska"}
+    assert romanised("Елена", "ru_RU") == {"Elena", "Yelena"}
     assert romanised("Щукин", "ru_RU") == {"Shchukin"}
     assert romanised("Анна-Мария", "bg_BG") == {"Anna-Mariya"}
+    assert romanised("Щерев", "bg_BG") == {"Shterev"}
     assert romanised("Ѓорги", "mk_MK") == {"Gjorgi"}
     assert romanised("Ωμέγα", "ru_RU") == set()  # a letter with no Latin form here: no spelling
-    assert [without_diacritics(name) for name in ("Öztürk", "Vũ", "Łukasz", "Yıldız")] == [
+    assert [without_diacritics(name) for name in ("Öztürk", "Vũ", "Łukasz", "Yıldız", "Məmmədov")] == [
         "Ozturk",
         "Vu",
         "Lukasz",
         "Yildiz",
+        "Mammadov",
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "read_as_a_name"),
+    [
+        ("An", 0, False),  # the text ends after it
+        ("An and I", 0, False),
+        ("An.", 0, False),
+        ("An apprentice", 0, True),
+        ("Wow. An hour", 2, True),
+        ("Ask An about it", 1, False),  # not opening a sentence
+        ("in Asia/Tokyo", 1, True),
+        ("Asia said so", 0, False),
+        ("Asia", 0, False),
+    ],
+)
+def test_what_reads_as_a_name_where_it_stands(text, start, read_as_a_name):
+    doc = spacy.blank("en")(text)
+    assert word_read_as_a_name(doc, start, start + 1) is read_as_a_name
 
 
 @pytest.mark.parametrize("text", ["Priya Raman", "O'Brien", "Jean-Luc Picard", "McDonald", "Daan de Vries"])
@@ -199,6 +225,8 @@ def test_words_dates_and_words_with_an_honorific_inside_are_not_people(masker, p
         ("Ask Eve about it.", "Ask <PERSON> about it."),
         ("Merry Christmas, Oskar.", "Merry Christmas, <PERSON>."),
         ("An said the build is green. Ask An about it.", "<PERSON> said the build is green. Ask <PERSON> about it."),
+        ("An is out today. An asked for a rollback.", "<PERSON> is out today. <PERSON> asked for a rollback."),
+        ("An and I fixed it. An owns the SDK.", "<PERSON> and I fixed it. <PERSON> owns the SDK."),
         ("Asia reviewed the time zone change.", "<PERSON> reviewed the time zone change."),
         # An honorific that is a word of its own (課長 read as 課 + 長 too).
         ("佐藤さんの仕様レビュー、高田課長が承認。", "<PERSON>さんの仕様レビュー、<PERSON>課長が承認。"),
