@@ -564,6 +564,8 @@ class JapaneseNames:
             run_start, run_end, run_kind = (morpheme.begin(), morpheme.end(), kind) if kind else (-1, -1, "")
         if run_kind:
             spans.append((run_start, run_end, run_kind))
+        starting = {morpheme.begin(): morpheme for morpheme in morphemes}
+        spans = [span for span in spans if not self._loanword_in_a_compound(text, span, starting.get(span[1]))]
         bounds = {morpheme.begin() for morpheme in morphemes} | {morpheme.end() for morpheme in morphemes}
         for match in _BEFORE_HONORIFIC.finditer(text):
             # The honorific must start and end where words do: in 仕様 (specification), 様子 and 氏名
@@ -574,6 +576,25 @@ class JapaneseNames:
         for match in _ROMAJI_HONORIFIC.finditer(text):
             spans.append((match.start(), match.end(), PERSON))
         return sorted(set(spans))
+
+    def _loanword_in_a_compound(self, text: str, span: NameSpan, after) -> bool:
+        """Whether a katakana "name" is a loanword opening a compound noun: Sudachi reads クリック
+        (click) in クリック率 (click rate) as the name Crick, though alone it is a common noun. So:
+        one katakana word tagged a person, right before a common noun in kanji that is no
+        honorific or title (ケンジ課長 stays a name), and not a name when read alone."""
+        start, end, kind = span
+        if kind != PERSON or after is None or not _KATAKANA_WORD.fullmatch(text[start:end]):
+            return False
+        if after.part_of_speech()[:2] != ("名詞", "普通名詞") or not _HAN.match(after.surface()):
+            return False
+        if _HONORIFIC.match(text, end):
+            return False
+        alone = list(self._tokenizer.tokenize(text[start:end], self._mode))
+        return len(alone) == 1 and _sudachi_kind(alone[0].part_of_speech(), alone[0].surface()) != PERSON
+
+
+_KATAKANA_WORD = regex.compile(r"[\p{Katakana}ー]+")
+_HAN = regex.compile(r"\p{Han}")
 
 
 def _sudachi_kind(pos: tuple[str, ...], surface: str) -> str | None:

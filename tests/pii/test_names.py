@@ -205,6 +205,8 @@ def test_the_english_words_are_a_dictionarys_lower_case_entries():
         "仕様書を更新した。",
         "1週間様子を見る。",
         "氏名を入力する。",
+        # A katakana loanword Sudachi reads as a name inside a compound: クリック率 (click rate).
+        "クリック率やゼロ件率のダッシュボード",
     ],
 )
 def test_words_dates_and_words_with_an_honorific_inside_are_not_people(masker, policy, text):
@@ -230,6 +232,8 @@ def test_words_dates_and_words_with_an_honorific_inside_are_not_people(masker, p
         ("Asia reviewed the time zone change.", "<PERSON> reviewed the time zone change."),
         # An honorific that is a word of its own (課長 read as 課 + 長 too).
         ("佐藤さんの仕様レビュー、高田課長が承認。", "<PERSON>さんの仕様レビュー、<PERSON>課長が承認。"),
+        # A katakana name before a common noun in kanji stays a name.
+        ("ジョン担当の案件をエマが引き継ぐ。", "<PERSON>担当の案件を<PERSON>が引き継ぐ。"),
     ],
 )
 def test_names_that_are_also_words_or_months_and_names_before_an_honorific_stay_masked(masker, policy, text, masked):
