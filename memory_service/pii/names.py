@@ -518,6 +518,8 @@ _NOT_NAMES = frozenset(
     {"皆", "皆様", "皆さん", "お客", "お客様", "客", "担当", "担当者", "業者", "先方", "相手", "本人", "各位"}
 )
 _LATIN_RUN = regex.compile(r"[A-Za-z][A-Za-z'’\-. ]*[A-Za-z]")
+_KATAKANA_WORD = regex.compile(r"[\p{Katakana}ー]+")
+_HAN = regex.compile(r"\p{Han}")
 
 
 class JapaneseNames:
@@ -591,10 +593,6 @@ class JapaneseNames:
             return False
         alone = list(self._tokenizer.tokenize(text[start:end], self._mode))
         return len(alone) == 1 and _sudachi_kind(alone[0].part_of_speech(), alone[0].surface()) != PERSON
-
-
-_KATAKANA_WORD = regex.compile(r"[\p{Katakana}ー]+")
-_HAN = regex.compile(r"\p{Han}")
 
 
 def _sudachi_kind(pos: tuple[str, ...], surface: str) -> str | None:

@@ -20,7 +20,7 @@ _RUSSIAN = {
 # A Russian name starting with е is written both ways in English: Elena and Yelena.
 _RUSSIAN_INITIAL = {"е": "ye"}
 # Bulgarian's own (its official system of 2009): ъ is a vowel, щ is sht, х is h.
-_BULGARIAN = _RUSSIAN | {"ъ": "a", "щ": "sht", "х": "h", "ю": "yu", "я": "ya"}
+_BULGARIAN = _RUSSIAN | {"ъ": "a", "щ": "sht", "х": "h"}
 # Ukrainian's own (the national system of 2010): г is h, и is y, and є ї й ю я are written
 # differently at the start of a name.
 _UKRAINIAN = _RUSSIAN | {"г": "h", "и": "y", "і": "i", "ї": "i", "й": "i", "є": "ie", "ю": "iu", "я": "ia"}
