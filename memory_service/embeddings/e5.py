@@ -176,10 +176,17 @@ class Tokenizer:
 
 
 def _quantized_columns(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(inputs, outputs) float32 → int8 and a scale per output column (symmetric, no zero point)."""
-    scale = np.abs(weights).max(axis=0) / 127.0
+    """(inputs, outputs) float32 → int8 in [−63, 63] and a scale per output column (symmetric).
+
+    Seven bits, not eight: on x86 without VNNI, ONNX Runtime multiplies uint8 activations by int8
+    weights with an instruction that adds two products in a saturating int16, and 2 × 255 × 63 is
+    the largest pair that cannot overflow it. It costs nothing measurable: the vectors' cosine with
+    the C engine's is 0.9960 with seven bits and 0.9962 with eight (the activations' quantization
+    is most of the difference).
+    """
+    scale = np.abs(weights).max(axis=0) / 63.0
     scale = np.where(scale == 0, 1.0, scale).astype(np.float32)
-    return np.clip(np.rint(weights / scale), -127, 127).astype(np.int8), scale
+    return np.clip(np.rint(weights / scale), -63, 63).astype(np.int8), scale
 
 
 def build_encoder(model: E5File) -> bytes:
