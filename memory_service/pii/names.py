@@ -47,7 +47,14 @@ from spacy.language import Language
 from thinc.api import use_ops
 
 from memory_service.pii.entities import LOCATION, PERSON
-from memory_service.pii.romanize import CYRILLIC_LOCALES, NOT_NAMES, romanised, without_diacritics
+from memory_service.pii.romanize import (
+    CYRILLIC_LOCALES,
+    DEVANAGARI_LOCALES,
+    NOT_NAMES,
+    devanagari_romanised,
+    romanised,
+    without_diacritics,
+)
 
 #: (start, end, entity) in the text given.
 NameSpan = tuple[int, int, str]
@@ -275,8 +282,9 @@ def build_lexicon() -> bytes:
     """The lexicon file's bytes, from Faker's providers (MIT licensed data): the first and last
     names of every locale of its person providers, and its English word list as common words.
     A name is also there as English text spells it: without its diacritics ("Ozturk") and, from
-    Cyrillic, romanised ("Oleksandr", ``romanize``) — such a spelling only when it is no English
-    dictionary word nor one of ``romanize.NOT_NAMES`` ("Latin", from Bulgarian Латин).
+    Cyrillic and Devanagari, romanised ("Oleksandr", "Pradeep"; ``romanize``) — such a spelling
+    only when it is no English dictionary word nor one of ``romanize.NOT_NAMES`` ("Latin", from
+    Bulgarian Латин).
     ``bench/pii/build_name_lexicon.py`` rebuilds the file (Faker comes with the test requirements)."""
     import importlib
     import pkgutil
@@ -309,6 +317,8 @@ def _spellings(name: str, locale: str) -> set[str]:
     others = {without_diacritics(name)}
     if locale in CYRILLIC_LOCALES:
         others |= romanised(name, locale)
+    if locale in DEVANAGARI_LOCALES:
+        others |= devanagari_romanised(name)
     words = english_words()
     return {name} | {
         other

@@ -1,7 +1,7 @@
 """Latin spellings of names written in other scripts or with diacritics, for the name lexicon.
 
-An English note writes "Oleksandr", "Yulia Bondarenko" or "Ozturk", while the name lists behind the
-lexicon (``names.build_lexicon``) hold "Олександр", "Юлія" and "Öztürk". These functions give the
+An English note writes "Oleksandr", "Yulia Bondarenko", "Pradeep" or "Ozturk", while the name lists
+behind the lexicon (``names.build_lexicon``) hold "Олександр", "Юлія", "प्रदीप" and "Öztürk". These functions give the
 usual Latin forms, so that the lexicon knows the names as English text spells them. They run when
 the lexicon file is built, never on a note.
 """
@@ -35,6 +35,32 @@ _SYSTEMS = {
 }
 #: Locales whose names are written in Cyrillic.
 CYRILLIC_LOCALES = tuple(_SYSTEMS)
+
+# Devanagari (Hindi, Marathi, Nepali names), as English text spells Indian and Nepali names: no
+# diacritics, aspirates with h, ष and श both sh. A consonant carries the vowel a unless a vowel
+# sign or the virama (्) follows it; at the end of a name that a is not spoken (विक्रम → Vikram)
+# unless the name ends in a cluster (मिश्र → Mishra). The long vowels ई and ऊ are written both
+# ways: i / u, and ee / oo (प्रदीप → Pradip, Pradeep).
+_DEVANAGARI_CONSONANTS = {
+    "क": "k", "ख": "kh", "ग": "g", "घ": "gh", "ङ": "n", "च": "ch", "छ": "chh", "ज": "j", "झ": "jh", "ञ": "n",
+    "ट": "t", "ठ": "th", "ड": "d", "ढ": "dh", "ण": "n", "त": "t", "थ": "th", "द": "d", "ध": "dh", "न": "n",
+    "प": "p", "फ": "ph", "ब": "b", "भ": "bh", "म": "m", "य": "y", "र": "r", "ल": "l", "ळ": "l", "व": "v",
+    "श": "sh", "ष": "sh", "स": "s", "ह": "h", "क़": "q", "ख़": "kh", "ग़": "gh", "ज़": "z", "ड़": "r", "ढ़": "rh",
+    "फ़": "f", "य़": "y",
+}  # fmt: skip
+_DEVANAGARI_VOWELS = {  # independent letter, vowel sign → (short spelling, long spelling)
+    "अ": ("a", "a"), "आ": ("a", "a"), "ा": ("a", "a"), "इ": ("i", "i"), "ि": ("i", "i"), "ई": ("i", "ee"),
+    "ी": ("i", "ee"), "उ": ("u", "u"), "ु": ("u", "u"), "ऊ": ("u", "oo"), "ू": ("u", "oo"), "ऋ": ("ri", "ri"),
+    "ृ": ("ri", "ri"), "ए": ("e", "e"), "े": ("e", "e"), "ऐ": ("ai", "ai"), "ै": ("ai", "ai"), "ओ": ("o", "o"),
+    "ो": ("o", "o"), "औ": ("au", "au"), "ौ": ("au", "au"), "ऑ": ("o", "o"), "ॉ": ("o", "o"),
+}  # fmt: skip
+_VIRAMA, _NUKTA = "\u094d", "\u093c"
+_DEVANAGARI_CONSONANTS = {unicodedata.normalize("NFC", key): value for key, value in _DEVANAGARI_CONSONANTS.items()}
+# Nasal and other signs: the anusvara (ं) is m before a labial, ng before ह (सिंह → Singh), n elsewhere.
+_DEVANAGARI_SIGNS = {"ं": "n", "ँ": "n", "ः": "h"}
+_ANUSVARA_BEFORE = {**dict.fromkeys("पफबभम", "m"), "ह": "ng"}
+#: Locales whose names are written in Devanagari.
+DEVANAGARI_LOCALES = ("hi_IN", "mr_IN", "ne_NP")
 
 # Letters that are not a Latin letter plus marks, and how English text writes them.
 _LETTERS = str.maketrans(
@@ -77,3 +103,48 @@ def romanised(name: str, locale: str) -> set[str]:
         else:
             spellings.add("-".join(parts))
     return spellings
+
+
+def devanagari_romanised(name: str) -> set[str]:
+    """The Latin spellings of a Devanagari ``name``, with ई / ऊ as i / u and as ee / oo
+    ("विक्रम" → "Vikram"; "प्रदीप" → "Pradip", "Pradeep"; "सुनीता" → "Sunita", "Suneeta";
+    "मिश्र" → "Mishra"). Empty when a character is not one this table knows."""
+    text = unicodedata.normalize("NFC", name)
+    spellings = set()
+    for long in (False, True):
+        letters, index = [], 0
+        while index < len(text):
+            char = text[index]
+            if text[index + 1 : index + 2] == _NUKTA and char + _NUKTA in _DEVANAGARI_CONSONANTS:
+                char, index = char + _NUKTA, index + 1
+            index += 1
+            if char in _DEVANAGARI_CONSONANTS:
+                following = text[index : index + 1]
+                letters.append(_DEVANAGARI_CONSONANTS[char])
+                if following == _VIRAMA:
+                    index += 1
+                elif following not in _DEVANAGARI_VOWELS:
+                    letters.append("a")  # the inherent vowel
+            elif char in _DEVANAGARI_VOWELS:
+                letters.append(_DEVANAGARI_VOWELS[char][long])
+            elif char in _DEVANAGARI_SIGNS:
+                before = _ANUSVARA_BEFORE.get(text[index : index + 1]) if char == "ं" else None
+                letters.append(before or _DEVANAGARI_SIGNS[char])
+            else:
+                break
+        else:
+            spelt = "".join(letters)
+            if _ends_in_spoken_a(text) is False and spelt.endswith("a"):
+                spelt = spelt[:-1]
+            if spelt:
+                spellings.add(spelt[:1].upper() + spelt[1:])
+    return spellings
+
+
+def _ends_in_spoken_a(text: str) -> bool | None:
+    """Whether a name ending in a consonant's inherent a speaks it: yes after a cluster (मिश्र,
+    इन्द्र), no after a lone consonant (विक्रम); None when the name ends otherwise."""
+    if not text or text[-1] not in _DEVANAGARI_CONSONANTS and text[-2:] not in _DEVANAGARI_CONSONANTS:
+        return None
+    last = len(text) - (2 if text[-1] == _NUKTA else 1)
+    return last > 0 and text[last - 1] == _VIRAMA

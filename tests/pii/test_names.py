@@ -16,7 +16,7 @@ from memory_service.pii.names import (
     word_read_as_a_name,
 )
 from memory_service.pii.normalize import normalize
-from memory_service.pii.romanize import romanised, without_diacritics
+from memory_service.pii.romanize import devanagari_romanised, romanised, without_diacritics
 
 
 def test_the_lexicon_file_is_what_faker_builds():
@@ -42,6 +42,8 @@ def test_the_lexicon_knows_names_of_many_origins_and_no_tool_names():
         ("Oleksandr and Yulia Bondarenko chose pgvector.", "<PERSON> and <PERSON> chose pgvector."),
         ("Per Yevhen: run the plan first.", "Per <PERSON>: run the plan first."),
         ("Nesrin is back to bossing everyone.", "<PERSON> is back to bossing everyone."),
+        ("Pradeep and Sunita Sharma own the rollout.", "<PERSON> and <PERSON> own the rollout."),
+        ("Ask Vikram before merging.", "Ask <PERSON> before merging."),
     ],
 )
 def test_names_from_other_scripts_and_without_their_accents_are_masked(masker, policy, text, masked):
@@ -53,6 +55,7 @@ def test_the_lexicon_spells_names_as_english_text_does_but_no_word_or_place():
 
     assert {"Oleksandr", "Yevhen", "Yevgen", "Yelena", "Lukasz", "Soren"} <= first  # Олександр, Євген, Елена…
     assert {"Bondarenko", "Ozturk", "Yildiz"} <= first | last  # Бондаренко, Öztürk, Yıldız
+    assert {"Vikram", "Pradeep", "Pradip", "Sanjay", "Deepak", "Anil"} <= first  # विक्रम, प्रदीप…
     assert not {"Latin", "Pravda", "November"} & (first | last)  # Латин and others, spelt in Latin letters
 
 
@@ -68,6 +71,14 @@ def test_romanised_spellings_follow_each_alphabet():
     assert romanised("Щерев", "bg_BG") == {"Shterev"}
     assert romanised("Ѓорги", "mk_MK") == {"Gjorgi"}
     assert romanised("Ωμέγα", "ru_RU") == set()  # a letter with no Latin form here: no spelling
+    assert devanagari_romanised("विक्रम") == {"Vikram"}  # the last consonant's a is not spoken
+    assert devanagari_romanised("मिश्र") == {"Mishra"}  # ...unless it ends a cluster
+    assert devanagari_romanised("प्रदीप") == {"Pradip", "Pradeep"}  # ई both ways
+    assert devanagari_romanised("सुनीता") == {"Sunita", "Suneeta"}
+    assert devanagari_romanised("सिंह") == {"Singh"}  # the anusvara: ng before ह
+    assert devanagari_romanised("अंबिका") == {"Ambika"}  # m before a labial
+    assert devanagari_romanised("ज़ैनब") == {"Zainab"}  # a consonant with its nukta
+    assert devanagari_romanised("Kumar") == set()
     assert [without_diacritics(name) for name in ("Öztürk", "Vũ", "Łukasz", "Yıldız", "Məmmədov")] == [
         "Ozturk",
         "Vu",
