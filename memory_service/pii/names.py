@@ -49,9 +49,9 @@ from thinc.api import use_ops
 from memory_service.pii.entities import LOCATION, PERSON
 from memory_service.pii.romanize import (
     CYRILLIC_LOCALES,
-    DEVANAGARI_LOCALES,
+    INDIC_LOCALES,
     NOT_NAMES,
-    devanagari_romanised,
+    indic_romanised,
     romanised,
     without_diacritics,
 )
@@ -282,7 +282,7 @@ def build_lexicon() -> bytes:
     """The lexicon file's bytes, from Faker's providers (MIT licensed data): the first and last
     names of every locale of its person providers, and its English word list as common words.
     A name is also there as English text spells it: without its diacritics ("Ozturk") and, from
-    Cyrillic and Devanagari, romanised ("Oleksandr", "Pradeep"; ``romanize``) — such a spelling
+    Cyrillic and Indic scripts, romanised ("Oleksandr", "Pradeep"; ``romanize``) — such a spelling
     only when it is no English dictionary word nor one of ``romanize.NOT_NAMES`` ("Latin", from
     Bulgarian Латин).
     ``bench/pii/build_name_lexicon.py`` rebuilds the file (Faker comes with the test requirements)."""
@@ -317,8 +317,8 @@ def _spellings(name: str, locale: str) -> set[str]:
     others = {without_diacritics(name)}
     if locale in CYRILLIC_LOCALES:
         others |= romanised(name, locale)
-    if locale in DEVANAGARI_LOCALES:
-        others |= devanagari_romanised(name)
+    if locale in INDIC_LOCALES:
+        others |= indic_romanised(name, locale)
     words = english_words()
     return {name} | {
         other

@@ -1,7 +1,8 @@
 """Latin spellings of names written in other scripts or with diacritics, for the name lexicon.
 
-An English note writes "Oleksandr", "Yulia Bondarenko", "Pradeep" or "Ozturk", while the name lists
-behind the lexicon (``names.build_lexicon``) hold "Олександр", "Юлія", "प्रदीप" and "Öztürk". These functions give the
+An English note writes "Oleksandr", "Yulia Bondarenko", "Pradeep", "Abhishek" or "Ozturk", while the
+name lists behind the lexicon (``names.build_lexicon``) hold "Олександр", "Юлія", "प्रदीप", "অভিষেক"
+and "Öztürk". These functions give the
 usual Latin forms, so that the lexicon knows the names as English text spells them. They run when
 the lexicon file is built, never on a note.
 """
@@ -59,8 +60,13 @@ _DEVANAGARI_CONSONANTS = {unicodedata.normalize("NFC", key): value for key, valu
 # Nasal and other signs: the anusvara (ं) is m before a labial, ng before ह (सिंह → Singh), n elsewhere.
 _DEVANAGARI_SIGNS = {"ं": "n", "ँ": "n", "ः": "h"}
 _ANUSVARA_BEFORE = {**dict.fromkeys("पफबभम", "m"), "ह": "ng"}
-#: Locales whose names are written in Devanagari.
-DEVANAGARI_LOCALES = ("hi_IN", "mr_IN", "ne_NP")
+# Where each locale's script starts in Unicode. The Indic blocks share one layout (that of ISCII):
+# the letter at an offset in Bengali, Gujarati or Odia is the one at that offset in Devanagari
+# (অজয় / અજય / ଅଜୟ → अजय → Ajay), so their names are spelt by Devanagari's rules; a letter of
+# their own with no Devanagari counterpart leaves the name without a spelling.
+_INDIC_BLOCKS = {"hi_IN": 0x0900, "mr_IN": 0x0900, "ne_NP": 0x0900, "bn_BD": 0x0980, "gu_IN": 0x0A80, "or_IN": 0x0B00}
+#: Locales whose names are written in an Indic script.
+INDIC_LOCALES = tuple(_INDIC_BLOCKS)
 
 # Letters that are not a Latin letter plus marks, and how English text writes them.
 _LETTERS = str.maketrans(
@@ -148,3 +154,11 @@ def _ends_in_spoken_a(text: str) -> bool | None:
         return None
     last = len(text) - (2 if text[-1] == _NUKTA else 1)
     return last > 0 and text[last - 1] == _VIRAMA
+
+
+def indic_romanised(name: str, locale: str) -> set[str]:
+    """The Latin spellings of ``name`` of ``locale`` (one of ``INDIC_LOCALES``), its letters read as
+    the Devanagari ones at the same place in their block (``devanagari_romanised``)."""
+    start = _INDIC_BLOCKS[locale]
+    shifted = "".join(chr(ord(c) - start + 0x0900) if start <= ord(c) < start + 0x80 else c for c in name)
+    return devanagari_romanised(shifted)

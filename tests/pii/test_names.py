@@ -16,7 +16,7 @@ from memory_service.pii.names import (
     word_read_as_a_name,
 )
 from memory_service.pii.normalize import normalize
-from memory_service.pii.romanize import devanagari_romanised, romanised, without_diacritics
+from memory_service.pii.romanize import devanagari_romanised, indic_romanised, romanised, without_diacritics
 
 
 def test_the_lexicon_file_is_what_faker_builds():
@@ -79,6 +79,12 @@ def test_romanised_spellings_follow_each_alphabet():
     assert devanagari_romanised("अंबिका") == {"Ambika"}  # m before a labial
     assert devanagari_romanised("ज़ैनब") == {"Zainab"}  # a consonant with its nukta
     assert devanagari_romanised("Kumar") == set()
+    # Bengali, Gujarati and Odia letters read as the Devanagari ones at the same place in their block
+    assert indic_romanised("অভিষেক", "bn_BD") == {"Abhishek"}
+    assert indic_romanised("અર્જુન", "gu_IN") == {"Arjun"}
+    assert indic_romanised("ଅଂଶୁମାନ", "or_IN") == {"Anshuman"}
+    assert indic_romanised("ଅଗରୱାଲ", "or_IN") == set()  # ୱ has no Devanagari counterpart
+    assert indic_romanised("विक्रम", "hi_IN") == {"Vikram"}
     assert [without_diacritics(name) for name in ("Öztürk", "Vũ", "Łukasz", "Yıldız", "Məmmədov")] == [
         "Ozturk",
         "Vu",
