@@ -2,9 +2,8 @@
 
 An English note writes "Oleksandr", "Yulia Bondarenko", "Pradeep", "Abhishek" or "Ozturk", while the
 name lists behind the lexicon (``names.build_lexicon``) hold "Олександр", "Юлія", "प्रदीप", "অভিষেক"
-and "Öztürk". These functions give the
-usual Latin forms, so that the lexicon knows the names as English text spells them. They run when
-the lexicon file is built, never on a note.
+and "Öztürk". These functions give the usual Latin forms, so that the lexicon knows the names as
+English text spells them. They run when the lexicon file is built, never on a note.
 """
 
 import unicodedata
@@ -42,13 +41,14 @@ CYRILLIC_LOCALES = tuple(_SYSTEMS)
 # sign or the virama (्) follows it; at the end of a name that a is not spoken (विक्रम → Vikram)
 # unless the name ends in a cluster (मिश्र → Mishra). The long vowels ई and ऊ are written both
 # ways: i / u, and ee / oo (प्रदीप → Pradip, Pradeep).
-_DEVANAGARI_CONSONANTS = {
+# (NFC keeps a consonant with a nukta, क़, as two code points: the keys are normalised to match.)
+_DEVANAGARI_CONSONANTS = {unicodedata.normalize("NFC", letter): spelling for letter, spelling in {
     "क": "k", "ख": "kh", "ग": "g", "घ": "gh", "ङ": "n", "च": "ch", "छ": "chh", "ज": "j", "झ": "jh", "ञ": "n",
     "ट": "t", "ठ": "th", "ड": "d", "ढ": "dh", "ण": "n", "त": "t", "थ": "th", "द": "d", "ध": "dh", "न": "n",
     "प": "p", "फ": "ph", "ब": "b", "भ": "bh", "म": "m", "य": "y", "र": "r", "ल": "l", "ळ": "l", "व": "v",
     "श": "sh", "ष": "sh", "स": "s", "ह": "h", "क़": "q", "ख़": "kh", "ग़": "gh", "ज़": "z", "ड़": "r", "ढ़": "rh",
     "फ़": "f", "य़": "y",
-}  # fmt: skip
+}.items()}  # fmt: skip
 _DEVANAGARI_VOWELS = {  # independent letter, vowel sign → (short spelling, long spelling)
     "अ": ("a", "a"), "आ": ("a", "a"), "ा": ("a", "a"), "इ": ("i", "i"), "ि": ("i", "i"), "ई": ("i", "ee"),
     "ी": ("i", "ee"), "उ": ("u", "u"), "ु": ("u", "u"), "ऊ": ("u", "oo"), "ू": ("u", "oo"), "ऋ": ("ri", "ri"),
@@ -56,7 +56,6 @@ _DEVANAGARI_VOWELS = {  # independent letter, vowel sign → (short spelling, lo
     "ो": ("o", "o"), "औ": ("au", "au"), "ौ": ("au", "au"), "ऑ": ("o", "o"), "ॉ": ("o", "o"),
 }  # fmt: skip
 _VIRAMA, _NUKTA = "\u094d", "\u093c"
-_DEVANAGARI_CONSONANTS = {unicodedata.normalize("NFC", key): value for key, value in _DEVANAGARI_CONSONANTS.items()}
 # Nasal and other signs: the anusvara (ं) is m before a labial, ng before ह (सिंह → Singh), n elsewhere.
 _DEVANAGARI_SIGNS = {"ं": "n", "ँ": "n", "ः": "h"}
 _ANUSVARA_BEFORE = {**dict.fromkeys("पफबभम", "m"), "ह": "ng"}
