@@ -75,6 +75,7 @@ EXPERIMENTS = {
     "ranking_ceiling": [PY, "bench/ranking_ceiling.py", "fusion"],
     "neighbour_context": [PY, "bench/neighbour_context.py"],
     "ranking_variants": [PY, "bench/ranking_variants.py"],
+    "candidate_pools": [PY, "bench/candidate_pools.py"],
     "stats_trigger_cost": [PY, "-m", "bench.perf.stats_trigger_cost"],
     "ner_threads": [PY, "-m", "bench.perf.ner_threads"],
     "embed_throughput": [PY, "-m", "bench.perf.embed_throughput"],
