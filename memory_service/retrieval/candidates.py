@@ -504,9 +504,8 @@ def _lexical_scan(*, scope: SearchScope, tsquery: str) -> tuple[dict, float]:
 
 def rescore_similarities(vector, *, ids: list[uuid.UUID], backend: EmbeddingBackend) -> dict[uuid.UUID, float]:
     """memory id → cosine similarity of ``vector`` to the stored vector of ``backend`` (the
-    re-scoring model, or the active one for the re-scoring model's own candidates), for those of
-    ``ids`` (candidates of this search) that have one. One statement over the primary key; the
-    vectors stay in the database."""
+    re-scoring model), for those of ``ids`` (candidates of this search) that have one. One
+    statement over the primary key; the vectors stay in the database."""
     if not ids:
         return {}
     with connection.cursor() as cursor:

@@ -14,10 +14,9 @@
    cross-lingual matches. Method, weights and
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
    held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
-   (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, that model's own
-   nearest memories join the candidates and the dense term of every candidate (dense, lexical or
-   its own) is half its similarity, from its stored vectors, and half the active model's
-   (``rescored_dense_term``). A turn of a conversation then adds half
+   (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, the dense term of
+   every candidate (dense or lexical) is half the re-scoring model's similarity, from its stored
+   vectors, and half the active model's (``rescore``). A turn of a conversation then adds half
    of its neighbouring turns' fused scores (``add_thread_neighbours``).
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
@@ -51,7 +50,6 @@ from memory_service.memories.status import DerivedStatus
 from memory_service.pii import text_for_embedding
 from memory_service.retrieval import candidates
 from memory_service.retrieval.candidates import (
-    Candidates,
     add_dense_candidates,
     covering_path,
     dense_statement,
@@ -260,44 +258,20 @@ def fuse(
     return scores
 
 
-def rescore(*, dense: dict, similarities: dict, share: float, joined: dict | None = None) -> dict:
+def rescore(*, dense: dict, similarities: dict, share: float) -> dict:
     """memory id → dense term of each candidate when a second model re-scores them, for ``fuse``.
 
     ``dense``: the active model's similarities (its candidates); ``similarities``: the re-scoring
-    model's, of those candidates (dense, lexical or its own) that have its vector; ``joined``: the
-    active model's similarities of the re-scoring model's own candidates that no other stage found,
-    normalised with ``dense``'s least and greatest (clipped to [0, 1]), so that joining changes no
-    other candidate's term. A candidate with a re-scoring similarity gets ``share`` · its
-    min-max-normalised re-scoring similarity + (1 − share) · its normalised active similarity (0
-    when it has none); one without (written moments ago: the worker adds re-scoring vectors after
-    the searchable ones) keeps its normalised dense similarity.
+    model's, of those candidates (dense or lexical) that have its vector. A candidate with one gets
+    ``share`` · its min-max-normalised re-scoring similarity + (1 − share) · its normalised dense
+    similarity (0 when the active model did not find it); one without (written moments ago: the
+    worker adds re-scoring vectors after the searchable ones) keeps its normalised dense similarity.
     """
     primary = _min_max(dense) if dense else {}
-    if joined and dense:
-        low, high = min(dense.values()), max(dense.values())
-        spread = high - low
-        primary |= {i: min(max((value - low) / spread, 0.0), 1.0) if spread else 0.0 for i, value in joined.items()}
     second = _min_max(similarities) if similarities else {}
     out = {i: share * second[i] + (1 - share) * primary.get(i, 0.0) for i in second}
     out.update({i: value for i, value in primary.items() if i not in second})
     return out
-
-
-def rescored_dense_term(found: Candidates, *, scope, principal, vectors: tuple, models: tuple, share: float) -> dict:
-    """The dense term of a search the re-scoring model ranks (``rescore``), after its own nearest
-    memories of ``scope`` above its floor (``add_dense_candidates`` in its space: the same scope,
-    tenant and filter as every stage) have joined ``found``'s candidates: the memories that
-    neither the full-text stage nor the active model put in their top 50 and it does (bench/
-    RESULTS.md, "e5 in ONNX Runtime"). ``vectors`` and ``models``: (the active one's, the
-    re-scoring one's). ``found.facts`` gains the joined candidates' facts."""
-    (vector, second), (backend, rescorer) = vectors, models
-    own = Candidates(path="none")
-    add_dense_candidates(own, scope=scope, principal=principal, vector=second, backend=rescorer)
-    joined = [i for i in own.dense if i not in found.dense and i not in found.lexical]
-    found.facts.update({i: own.facts[i] for i in joined})
-    similarities = rescore_similarities(second, ids=[*found.dense, *found.lexical, *joined], backend=rescorer)
-    active = rescore_similarities(vector, ids=joined, backend=backend)
-    return rescore(dense=found.dense, similarities=similarities, share=share, joined=active)
 
 
 def add_thread_neighbours(scores: dict, facts: dict, share: float, fetched=frozenset()) -> dict:
@@ -496,16 +470,14 @@ def memory_search(
     use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)
     one_sided = ranking.gate and lexical_one_sided(dense=dense, lexical=lexical, scripts=scripts, query=masked)
     dense_term = dense
-    if pending_rescore is not None and not degraded:
+    if pending_rescore is not None and not degraded and (dense or lexical):
         try:
             second = pending_rescore.result()
         except EmbeddingUnavailable:
             pass  # ranked by the active model alone
         else:
-            dense_term = rescored_dense_term(
-                found, scope=scope, principal=principal, vectors=(vector, second), models=(backend, rescorer),
-                share=ranking.rescore,
-            )  # fmt: skip
+            similarities = rescore_similarities(second, ids=[*dense, *lexical], backend=rescorer)
+            dense_term = rescore(dense=dense, similarities=similarities, share=ranking.rescore)
     scores = fuse(
         dense=dense_term, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
         ideal=found.lexical_ideal, one_sided=one_sided,

