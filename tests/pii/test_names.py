@@ -127,6 +127,8 @@ def test_names_look_like_names(text):
         "v2 Beta",
         "Jenkins",
         "Kafka Redis",
+        "Dependabot",
+        "Renovate",
         "bob",
         "Tuesday",
         "Christmas",
