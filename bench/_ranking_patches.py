@@ -226,3 +226,24 @@ def across_scripts(service_fuse, service_gate):
         return scores
 
     return {"fuse": fuse, "lexical_gate_open": gate}
+
+
+def latin_queries_rescored(memory_search):
+    """A ``memory_search`` that re-scores queries in Latin script only, as the service did before
+    Japanese queries were re-scored too (a query in CJK script is ranked with ``rescore=0``)."""
+    from dataclasses import replace
+
+    from memory_service.retrieval.lexical import script_of
+    from memory_service.retrieval.search import RANKING
+
+    def search(*, query, ranking=RANKING, **rest):
+        if script_of(query) != "latin":
+            ranking = replace(ranking, rescore=0)
+        return memory_search(query=query, ranking=ranking, **rest)
+
+    return search
+
+
+def normalised_at_once(min_max):
+    """A ``_min_max_per_script`` that normalises over all candidates at once, whatever their script."""
+    return lambda values, scripts: min_max(values)

