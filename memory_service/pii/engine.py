@@ -556,6 +556,13 @@ def pseudonyms_only(text: str) -> str:
     return _REPLACEMENT.sub(lambda match: f" {match[2]} " if match[2] else " ", text)
 
 
+def person_pseudonyms(text: str) -> list[str]:
+    """The digits of each person's pseudonym in masked ``text``, once each, in order of appearance
+    (``<PERSON_1a2b3c4d5e6f>`` → ``1a2b3c4d5e6f``): the people a search query names, as the
+    full-text documents hold them. None where names are masked with labels (``<PERSON>``)."""
+    return list(dict.fromkeys(match[2] for match in _REPLACEMENT.finditer(text) if match[1] == PERSON and match[2]))
+
+
 _NON_DIGITS = regex.compile(r"[^0-9]")
 _SPACES_AND_DASHES = regex.compile(r"[\s\-\u2010-\u2015\u2212\u30fc]+")
 

@@ -517,6 +517,23 @@ def rescore_similarities(vector, *, ids: list[uuid.UUID], backend: EmbeddingBack
         return {memory_id: float(similarity) for memory_id, similarity in cursor.fetchall()}
 
 
+def spoken_by(ids, *, people: list[str]) -> set[uuid.UUID]:
+    """Those of ``ids`` (candidates of this search) with a line spoken by one of ``people``: a line
+    of the text that starts with the person's masked name and a colon, as a conversation's turn is
+    written ("<PERSON_1a2b3c4d5e6f>: I sanded the hull"). ``people``: masked names, as
+    ``pii.person_pseudonyms`` gives them. One statement over the primary key."""
+    if not ids or not people:
+        return set()
+    lines = [f"\n<PERSON_{digits}>{colon}" for digits in people for colon in (":", "\uff1a")]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT m.id FROM memories_memory m WHERE m.id = ANY(%s)
+                AND EXISTS (SELECT 1 FROM unnest(%s::text[]) line WHERE strpos(E'\\n' || m.text, line) > 0)""",
+            [list(ids), lines],
+        )
+        return {memory_id for (memory_id,) in cursor.fetchall()}
+
+
 def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:
     """The memories with these ids (ids the candidate stage found in this transaction), and each
     one's supersession links for ``memory_statuses(links=...)``: memory id → [(replacement id,
