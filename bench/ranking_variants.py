@@ -171,11 +171,8 @@ def variants(what: list[str], model_id: str):
             yield label, patched(search, get_rescore_backend=get_backend), ranking
     if "speaker" in what:
         for bonus in SPEAKER_BONUSES:
-            yield (
-                f"a turn spoken by a person the question names gains {bonus}",
-                nullcontext(),
-                replace(search.RANKING, speaker=bonus),
-            )
+            ranking = replace(search.RANKING, speaker=bonus)
+            yield f"a turn spoken by a person the question names gains {bonus}", nullcontext(), ranking
     if "rescore" in what:
         latin_only = latin_queries_rescored(search.memory_search)
         at_once = normalised_at_once(search._min_max)

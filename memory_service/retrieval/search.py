@@ -87,8 +87,8 @@ class Ranking:
     ``lexical_norm``: BM25 scores divided by the best one ("max") or by the query's ideal score,
     capped at 1 ("ideal": a memory holding only the query's commonest word stays low);
     ``rescore``: the share of the re-scoring model's similarity in the dense term, when the
-    deployment has one (0: not used); ``thread``: the share of
-    each neighbour's fused score a turn of a conversation gets (``add_thread_neighbours``; 0: none);
+    deployment has one (0: not used); ``thread``: the share of each neighbour's fused score a turn
+    of a conversation gets (``add_thread_neighbours``; 0: none);
     ``thread_fetch``: the turns next to the candidates that no stage found are read and ranked on
     the share they get (``candidates.thread_neighbours``; False, the service's: only candidates
     lend each other; no gain on the training half: bench/RESULTS.md, "Tried and not kept: the
