@@ -42,6 +42,7 @@ def test_it_exports_the_public_api():
         "MaskingPolicy",
         "PiiTierUnavailable",
         "get_masker",
+        "person_pseudonyms",
         "pseudonyms_only",
         "text_for_embedding",
     }
