@@ -60,7 +60,9 @@ def test_names_masked_as_labels_give_no_bonus(api_client, tenant):
     tenant_pii_policy_set(tenant=tenant, mode="label")
     for text in TURNS:
         _write(api_client, text)
-    assert _scores(tenant) == pytest.approx(_scores(tenant, replace(RANKING, speaker=0.0)))
+    scores = _scores(tenant)
+    assert len(scores) >= 2  # "<PERSON>: …" turns found, none lifted
+    assert scores == pytest.approx(_scores(tenant, replace(RANKING, speaker=0.0)))
 
 
 def test_another_tenant_never_learns_who_speaks_a_memory(api_client, tenant, other_tenant):
