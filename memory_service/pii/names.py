@@ -29,6 +29,10 @@ Japanese
     and a romanised name before one (``Tanaka-san``, ``Itoさん``). The masker also runs the English
     finder on every Japanese note that has a Latin capital letter, whole (``Priya Raman さんが承認``):
     run on the Latin stretches alone, cut from their sentence, it broke more harmless strings.
+    The English model reads such a note with its Japanese as spaces (``latin_view``), so a name
+    touching Japanese is a word of its own (``「Kenji Watanabe」に``, ``Kenji Watanabeさん``), and
+    no span crosses Japanese: one the model read across it is cut there, and each piece is a
+    person only if the lexicon knows it as a name (``Emma Schmidt、Oliver Brownと Airflow``).
 
 Every finder returns spans of the text it was given; the masker passes normalised text and maps
 the spans back. Nothing here logs or raises with the text.
@@ -342,6 +346,31 @@ _ENGINEERING_WORDS = frozenset(
 _OTHER_LABELS = frozenset({"ORG", "NORP", "PRODUCT", "WORK_OF_ART", "FAC", "EVENT", "LAW"})
 
 
+# Japanese script and the full-width punctuation around it: what the English model reads as spaces.
+_CJK_CHARACTER = regex.compile(
+    r"[\p{Han}\p{Hiragana}\p{Katakana}\u3000-\u303f\u30fb\u30fc\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]"
+)
+
+
+# In a Japanese note, the brackets, at signs, bars and colons next to Latin letters: typed
+# full-width ("［Omar Haddad］", "＠Leo", "Kenji：確認"), they are ASCII once normalised. Not the
+# slash: "Asia/Tokyo" is a time zone by it (``word_read_as_a_name``).
+_SEPARATOR_BY_A_LETTER = regex.compile(r"[\[\]@|:](?=\p{Latin})|(?<=\p{Latin})[\[\]@|:]")
+
+
+def latin_view(text: str) -> str:
+    """``text`` with every Japanese character and full-width punctuation mark replaced by a space,
+    each by one: the same length, so a span of it is a span of ``text``. The English model splits
+    words at spaces and ASCII punctuation only, so a name that touches Japanese was a word with
+    it ("「Kenji Watanabe」に", "Kenji Watanabeさんが承認", "【10:32】Kenji"): left in the clear,
+    or masked together with the Japanese after it. In a text with Japanese, brackets, at signs,
+    bars and colons next to a Latin letter are spaces too (``_SEPARATOR_BY_A_LETTER``)."""
+    view = _CJK_CHARACTER.sub(" ", text)
+    if view == text:
+        return text
+    return _SEPARATOR_BY_A_LETTER.sub(" ", view)
+
+
 class EnglishNames:
     """People (and places) found by an English spaCy pipeline with an NER component, backed by a
     name lexicon (``lexicon=False`` for the model alone)."""
@@ -352,39 +381,50 @@ class EnglishNames:
 
     def find(self, texts: Sequence[str]) -> list[list[NameSpan]]:
         """The name spans of each text, batched through ``nlp.pipe``. A text without a capital
-        letter has no name this finder keeps, so the model never reads it (tags, short fields)."""
+        letter has no name this finder keeps, so the model never reads it (tags, short fields).
+        The model reads each text with its Japanese characters as spaces (``latin_view``)."""
         found: list[list[NameSpan]] = [[] for _ in texts]
         indexes = [index for index, text in enumerate(texts) if _CAPITAL.search(text)]
-        docs = self.nlp.pipe([texts[index] for index in indexes], batch_size=BATCH_SIZE)
+        docs = self.nlp.pipe([latin_view(texts[index]) for index in indexes], batch_size=BATCH_SIZE)
         for index, doc in zip(indexes, docs, strict=True):
-            found[index] = self._spans(doc)
+            found[index] = self._spans(doc, japanese_between(doc, texts[index]))
         return found
 
-    def _spans(self, doc) -> list[NameSpan]:
+    def _spans(self, doc, cuts: frozenset[int] = frozenset()) -> list[NameSpan]:
+        """``cuts``: token indexes ``i`` with Japanese between token ``i`` and ``i + 1`` (or in
+        either, a run of it read as spaces): no span crosses one."""
         people: list[tuple[int, int]] = []  # token ranges
         places: list[NameSpan] = []
         for entity in doc.ents:
             kind = NER_LABELS.get(entity.label_)
-            start = entity.start
-            while start < entity.end and doc[start].text.casefold() in _ENGINEERING_WORDS:
-                start += 1  # "Ping Priya", "Per Lukas Novak": the word that opens the note is no name
-            if kind == PERSON:
-                start = self._after_words_not_names(doc, start, entity.end)
-            if start == entity.end:
-                continue
-            span = doc[start : entity.end]
-            if kind == PERSON:
-                if looks_like_a_name(span.text) and not self._common_word(span.text) and not self._tool(span.text):
-                    people.append((start, entity.end))
-            elif kind == LOCATION and self._full_name(span.text):
-                people.append((start, entity.end))  # "Eitan Shapiro" read as a place
-            elif kind == LOCATION:
-                places.append((span.start_char, span.end_char, LOCATION))
-            elif entity.label_ in _OTHER_LABELS and self._known_name(span.text):
-                people.append((start, entity.end))
+            pieces = _pieces(doc, entity.start, entity.end, cuts)
+            # An entity the model read across Japanese is a guess about words it could not read:
+            # each of its pieces is a person only if the lexicon knows it as a name.
+            guessed = len(pieces) > 1 or any(index in cuts for index in range(entity.start, entity.end - 1))
+            for start, end in pieces:
+                while start < end and doc[start].text.casefold() in _ENGINEERING_WORDS:
+                    start += 1  # "Ping Priya", "Per Lukas Novak": the word that opens the note is no name
+                if kind == PERSON:
+                    start = self._after_words_not_names(doc, start, end)
+                while end > start + 1 and doc[end - 1].text.casefold() in tech_terms():
+                    end -= 1  # "Leo Rossi Postgres": the tool after a name is no part of it
+                if start == end:
+                    continue
+                span = doc[start:end]
+                if guessed and not self._known_name(span.text):
+                    continue
+                if kind == PERSON:
+                    if looks_like_a_name(span.text) and not self._common_word(span.text) and not self._tool(span.text):
+                        people.append((start, end))
+                elif kind == LOCATION and self._full_name(span.text):
+                    people.append((start, end))  # "Eitan Shapiro" read as a place
+                elif kind == LOCATION:
+                    places.append((span.start_char, span.end_char, LOCATION))
+                elif entity.label_ in _OTHER_LABELS and self._known_name(span.text):
+                    people.append((start, end))
         if self.lexicon is not None:
-            people = [self._extend(doc, start, end) for start, end in people]
-            people += [span for span in self._lexicon_names(doc) if not _overlaps_any(span, people)]
+            people = [self._extend(doc, start, end, cuts) for start, end in people]
+            people += [span for span in self._lexicon_names(doc, cuts) if not _overlaps_any(span, people)]
         people = [
             (start, end)
             for start, end in people
@@ -450,13 +490,18 @@ class EnglishNames:
         words = text.split()
         return words[0] in first and (len(words) == 1 or words[-1] in last)
 
-    def _extend(self, doc, start: int, end: int) -> tuple[int, int]:
+    def _extend(self, doc, start: int, end: int, cuts: frozenset[int]) -> tuple[int, int]:
         """A person span grown over the given name before it and the surname after it that the
-        model left out ("Mehmet [Kaya]", "[Emre] Yılmaz")."""
+        model left out ("Mehmet [Kaya]", "[Emre] Yılmaz"), never across Japanese (``cuts``)."""
         first, last, common = self.lexicon
-        while start > 0 and doc[start - 1].text in first and doc[start - 1].text.casefold() not in common:
+        while (
+            start > 0
+            and start - 1 not in cuts
+            and doc[start - 1].text in first
+            and doc[start - 1].text.casefold() not in common
+        ):
             start -= 1
-        while end < len(doc) and self._surname_like(doc[end].text, last, common):
+        while end < len(doc) and end - 1 not in cuts and self._surname_like(doc[end].text, last, common):
             end += 1
         return start, end
 
@@ -469,9 +514,10 @@ class EnglishNames:
             and not word.isupper()
         )
 
-    def _lexicon_names(self, doc) -> list[tuple[int, int]]:
+    def _lexicon_names(self, doc, cuts: frozenset[int]) -> list[tuple[int, int]]:
         """Capitalised runs the model left alone that start with a given name in the lexicon, or
-        with a capitalised word (not opening a sentence) before a family name in it."""
+        with a capitalised word (not opening a sentence) before a family name in it; a run ends
+        where Japanese starts (``cuts``)."""
         first, last, common = self.lexicon
         spans: list[tuple[int, int]] = []
         index = 0
@@ -482,6 +528,7 @@ class EnglishNames:
             # ("Olusegun Adeyemi").
             before_surname = (
                 index + 1 < len(doc)
+                and index not in cuts
                 and doc[index + 1].text in last
                 and self._surname_like(word, first, common)
                 and not token.is_sent_start
@@ -496,13 +543,48 @@ class EnglishNames:
                 index += 1
                 continue
             end = index + 1
-            while end < len(doc) and self._surname_like(doc[end].text, last, common):
+            while end < len(doc) and end - 1 not in cuts and self._surname_like(doc[end].text, last, common):
                 end += 1
             surname = end > index + 1 and doc[index + 1].text in last
             if (word.casefold() not in common or surname) and looks_like_a_name(doc[index:end].text):
                 spans.append((index, end))
             index = end
         return spans
+
+
+def japanese_between(doc, original: str) -> frozenset[int]:
+    """The token indexes ``i`` of ``doc`` (read from ``latin_view(original)``) where a character
+    that ``latin_view`` made a space lies between token ``i`` and token ``i + 1``, or in one of
+    them (a run of them that the model read as a token of spaces)."""
+    view = doc.text
+    if view == original:
+        return frozenset()
+
+    def japanese(start: int, end: int) -> bool:
+        return view[start:end] != original[start:end]
+
+    cuts = set()
+    for index in range(len(doc) - 1):
+        token, following = doc[index], doc[index + 1]
+        if (
+            japanese(token.idx + len(token.text), following.idx)
+            or (token.is_space and japanese(token.idx, token.idx + len(token.text)))
+            or (following.is_space and japanese(following.idx, following.idx + len(following.text)))
+        ):
+            cuts.add(index)
+    return frozenset(cuts)
+
+
+def _pieces(doc, start: int, end: int, cuts: frozenset[int]) -> list[tuple[int, int]]:
+    """The token range [start, end) cut at ``cuts``, without the tokens of spaces at its ends."""
+    pieces, piece_start = [], start
+    for index in range(start, end):
+        if index in cuts or index == end - 1:
+            piece = [i for i in range(piece_start, index + 1) if not doc[i].is_space]
+            if piece:
+                pieces.append((piece[0], piece[-1] + 1))
+            piece_start = index + 1
+    return pieces
 
 
 def _overlaps_any(span: tuple[int, int], taken: list[tuple[int, int]]) -> bool:

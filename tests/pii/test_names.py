@@ -269,3 +269,40 @@ def test_a_name_after_such_a_word_is_masked_alone_with_its_own_pseudonym(masker,
     )
     kofi = masker.mask("Kofi sends his love.", pseudonym_policy).text.split()[0]
     assert masker.mask("Uncle Kofi sends his love.", pseudonym_policy).text == f"Uncle {kofi} sends his love."
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        # A Latin name right next to Japanese or full-width punctuation, with no space between.
+        ("「Kenji Watanabe」に確認した。", "「<PERSON>」に確認した。"),
+        ("Kenji Watanabeさんが承認した。", "<PERSON>さんが承認した。"),
+        ("レビューは（Priya Raman）が担当。", "レビューは（<PERSON>）が担当。"),
+        ("今日、Kenji Watanabe、Priya Ramanと話した。", "今日、<PERSON>、<PERSON>と話した。"),
+        ("【Kenji Watanabe】デプロイ完了", "【<PERSON>】デプロイ完了"),
+        ("【10:32】Kenji Watanabe：船体を磨いた。", "【10:32】<PERSON>：船体を磨いた。"),
+        ("・Kenji Watanabe：確認済み", "・<PERSON>：確認済み"),
+        ("『Priya Raman』の件", "『<PERSON>』の件"),
+        ("Mei Lin、Arjun Mehta：分けたい。", "<PERSON>、<PERSON>：分けたい。"),
+        ("時刻は Asia/Tokyo で計算する。", "時刻は Asia/Tokyo で計算する。"),
+        ("［Omar Haddad］nginxの設定", "［<PERSON>］nginxの設定"),
+        ("＠Leo Rossi Postgresの VACUUM", "＠<PERSON> Postgresの VACUUM"),
+        # The model's span across Japanese is cut there, and a piece no name list knows is no one.
+        ("昨日、Emma Schmidt、Oliver Brownと Airflow の DAG 整理", "昨日、<PERSON>、<PERSON>と Airflow の DAG 整理"),
+        ("Grace ParkとIvan Petrovが Grafana の画面を作った。", "<PERSON>と<PERSON>が Grafana の画面を作った。"),
+        ("『Priya Raman』の調査メモによると、Redis の maxmemory", "『<PERSON>』の調査メモによると、Redis の maxmemory"),
+    ],
+)
+def test_a_latin_name_touching_japanese_is_masked_alone(masker, policy, text, masked):
+    assert masker.mask(text, policy).text == masked
+
+
+def test_english_text_reaches_the_model_unchanged():
+    from memory_service.pii.names import latin_view
+
+    english = "Per Priya Raman: bump psycopg [3.2.1] @ops CI/CD and/or Kenji:2"
+    assert latin_view(english) is english
+    japanese = "「Kenji」に［Omar］@Leo|Mei、Asia/Tokyo"
+    view = latin_view(japanese)
+    assert len(view) == len(japanese)
+    assert view == " Kenji   Omar  Leo Mei Asia/Tokyo"
