@@ -358,17 +358,24 @@ _CJK_CHARACTER = regex.compile(
 _SEPARATOR_BY_A_LETTER = regex.compile(r"[\[\]@|:](?=\p{Latin})|(?<=\p{Latin})[\[\]@|:]")
 
 
+# In any note, an at sign or a dash right before a capital: "@Kenji Watanabe", "—Priya Raman".
+_MARK_BEFORE_A_CAPITAL = regex.compile(r"[@\u2013\u2014](?=\p{Lu})")
+
+
 def latin_view(text: str) -> str:
     """``text`` with every Japanese character and full-width punctuation mark replaced by a space,
     each by one: the same length, so a span of it is a span of ``text``. The English model splits
     words at spaces and ASCII punctuation only, so a name that touches Japanese was a word with
     it ("「Kenji Watanabe」に", "Kenji Watanabeさんが承認", "【10:32】Kenji"): left in the clear,
     or masked together with the Japanese after it. In a text with Japanese, brackets, at signs,
-    bars and colons next to a Latin letter are spaces too (``_SEPARATOR_BY_A_LETTER``)."""
+    bars and colons next to a Latin letter are spaces too (``_SEPARATOR_BY_A_LETTER``); in any
+    text, an at sign or a dash right before a capital ("cc: @Priya Raman", "—Kenji Watanabe":
+    words of their own for the model, so names it never saw)."""
     view = _CJK_CHARACTER.sub(" ", text)
-    if view == text:
-        return text
-    return _SEPARATOR_BY_A_LETTER.sub(" ", view)
+    if view != text:
+        view = _SEPARATOR_BY_A_LETTER.sub(" ", view)
+    view = _MARK_BEFORE_A_CAPITAL.sub(" ", view)
+    return text if view == text else view
 
 
 class EnglishNames:

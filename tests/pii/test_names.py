@@ -297,11 +297,25 @@ def test_a_latin_name_touching_japanese_is_masked_alone(masker, policy, text, ma
     assert masker.mask(text, policy).text == masked
 
 
-def test_english_text_reaches_the_model_unchanged():
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("Ping @Kenji Watanabe before the deploy.", "Ping @<PERSON> before the deploy."),
+        ("cc: @Priya Raman, @Kenji Watanabe", "cc: @<PERSON>, @<PERSON>"),
+        ("—Kenji Watanabe approved the deploy.", "—<PERSON> approved the deploy."),
+        ("Add @Override to equals, says @Ivan Petrov.", "Add @Override to equals, says @<PERSON>."),
+    ],
+)
+def test_a_name_after_an_at_sign_or_a_dash_is_masked(masker, policy, text, masked):
+    assert masker.mask(text, policy).text == masked
+
+
+def test_the_model_reads_japanese_and_marks_before_a_name_as_spaces():
     from memory_service.pii.names import latin_view
 
     english = "Per Priya Raman: bump psycopg [3.2.1] @ops CI/CD and/or Kenji:2"
     assert latin_view(english) is english
+    assert latin_view("cc: @Priya —Kenji") == "cc:  Priya  Kenji"
     japanese = "「Kenji」に［Omar］@Leo|Mei、Asia/Tokyo"
     view = latin_view(japanese)
     assert len(view) == len(japanese)
