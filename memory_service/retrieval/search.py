@@ -315,8 +315,9 @@ def add_thread_neighbours(scores: dict, facts: dict, share: float, fetched=froze
 def named_speakers_first(scores: dict, *, masked: str, bonus: float) -> dict:
     """memory id → score: ``scores`` (the candidates' fused scores) with ``bonus`` added to each
     candidate spoken by a person that the query ``masked`` names: a line of its text starts with
-    that person's masked name and a colon, as a conversation's turn is written (the same
-    pseudonym; with names masked as labels there is none to match).
+    that person's masked name and a colon, as a conversation's turn is written, also after a time
+    or date or in emphasis as transcripts write it (``candidates.spoken_by``; the same pseudonym;
+    with names masked as labels there is none to match).
 
     A question about a person is answered by what that person said, but BM25 weighs a name by how
     rare it is: in a conversation every turn starts with its speaker, and a name held by half of

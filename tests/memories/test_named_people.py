@@ -89,6 +89,45 @@ def test_a_speaker_is_read_before_a_colon_at_a_line_s_start_only(api_client, ten
         assert candidates.spoken_by(ids, people=kenji) == {ids[0], ids[1]}
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2025-02-08] Kenji Watanabe: sanded the hull.",
+        "[10:32] Kenji Watanabe: sanded the hull.",
+        "10:32 Kenji Watanabe: sanded the hull.",
+        "2025-02-08 14:05 Kenji Watanabe: sanded the hull.",
+        "**Kenji Watanabe**: sanded the hull.",
+        "**Kenji Watanabe:** sanded the hull.",
+        "- Kenji Watanabe: sanded the hull.",
+        "> Kenji Watanabe: sanded the hull.",
+        "Kenji Watanabe (10:32): sanded the hull.",
+        "  Kenji Watanabe : sanded the hull.",
+        "【10:32】Kenji Watanabe：船体を磨いた。",
+    ],
+)
+def test_a_speaker_is_read_in_the_forms_transcripts_write_a_turn(api_client, tenant, line):
+    ids = [uuid.UUID(_write(api_client, text)) for text in (line, "Kenji Watanabe is sanding the hull.")]
+    with tenant_context(tenant.id):
+        kenji = person_pseudonyms(api_client.get(f"/api/v1/memories/{ids[1]}").json()["text"])
+        assert candidates.spoken_by(ids, people=kenji) == {ids[0]}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[Kenji Watanabe] sanded the hull.",
+        "We told Kenji Watanabe: sand the hull first.",
+        "(ask Kenji Watanabe): the hull.",
+        "2025-02-08 the hull, said Kenji Watanabe: done.",
+    ],
+)
+def test_a_name_inside_a_sentence_before_a_colon_is_no_speaker(api_client, tenant, line):
+    ids = [uuid.UUID(_write(api_client, text)) for text in (line, "Kenji Watanabe is sanding the hull.")]
+    with tenant_context(tenant.id):
+        kenji = person_pseudonyms(api_client.get(f"/api/v1/memories/{ids[1]}").json()["text"])
+        assert candidates.spoken_by(ids, people=kenji) == set()
+
+
 def test_a_person_s_pseudonyms_are_read_from_a_masked_text_once_each():
     text = "<PERSON_1a2b3c4d5e6f> met <PERSON_0f0f0f0f0f0f> and <PERSON_1a2b3c4d5e6f> at <EMAIL_ADDRESS_aaaaaaaaaaaa>"
     assert person_pseudonyms(text) == ["1a2b3c4d5e6f", "0f0f0f0f0f0f"]
