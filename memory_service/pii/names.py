@@ -111,6 +111,7 @@ _INNER_CAPITAL_PREFIX = regex.compile(r"^(?:Mc|Mac|De|Di|Da|Du|La|Le|Van|Von|St)
 # A capital after a small letter ("OrderService") or two capitals before one ("MLflow", "KServe").
 _INNER_CAPITAL = regex.compile(r"\p{Ll}\p{Lu}|\p{Lu}\p{Lu}\p{Ll}")
 _CAPITAL = regex.compile(r"\p{Lu}")
+_INITIAL = regex.compile(r"\p{Lu}\.")
 _PARTICLES = frozenset({"van", "von", "der", "de", "da", "del", "della", "di", "du", "la", "le", "bin", "al", "el"})
 
 
@@ -352,14 +353,15 @@ _CJK_CHARACTER = regex.compile(
 )
 
 
-# In a Japanese note, the brackets, at signs, bars and colons next to Latin letters: typed
-# full-width ("［Omar Haddad］", "＠Leo", "Kenji：確認"), they are ASCII once normalised. Not the
-# slash: "Asia/Tokyo" is a time zone by it (``word_read_as_a_name``).
-_SEPARATOR_BY_A_LETTER = regex.compile(r"[\[\]@|:](?=\p{Latin})|(?<=\p{Latin})[\[\]@|:]")
+# In a Japanese note, the brackets, parentheses, at signs, bars and colons next to Latin letters:
+# typed full-width ("［Omar Haddad］", "Kenji Watanabe（SRE）", "＠Leo", "Kenji：確認"), they are
+# ASCII once normalised. Not the slash: "Asia/Tokyo" is a time zone by it (``word_read_as_a_name``).
+_SEPARATOR_BY_A_LETTER = regex.compile(r"[\[\]()@|:](?=\p{Latin})|(?<=\p{Latin})[\[\]()@|:]")
 
 
-# In any note, an at sign or a dash right before a capital: "@Kenji Watanabe", "—Priya Raman".
-_MARK_BEFORE_A_CAPITAL = regex.compile(r"[@\u2013\u2014](?=\p{Lu})")
+# In any note, an at sign, a dash, or a parenthesis after a word, right before a capital:
+# "@Kenji Watanabe", "—Priya Raman", "TODO(Kenji Watanabe)".
+_MARK_BEFORE_A_CAPITAL = regex.compile(r"(?:[@\u2013\u2014]|(?<=\p{L})\()(?=\p{Lu})")
 
 
 def latin_view(text: str) -> str:
@@ -367,10 +369,11 @@ def latin_view(text: str) -> str:
     each by one: the same length, so a span of it is a span of ``text``. The English model splits
     words at spaces and ASCII punctuation only, so a name that touches Japanese was a word with
     it ("「Kenji Watanabe」に", "Kenji Watanabeさんが承認", "【10:32】Kenji"): left in the clear,
-    or masked together with the Japanese after it. In a text with Japanese, brackets, at signs,
-    bars and colons next to a Latin letter are spaces too (``_SEPARATOR_BY_A_LETTER``); in any
-    text, an at sign or a dash right before a capital ("cc: @Priya Raman", "—Kenji Watanabe":
-    words of their own for the model, so names it never saw)."""
+    or masked together with the Japanese after it. In a text with Japanese, brackets, parentheses,
+    at signs, bars and colons next to a Latin letter are spaces too (``_SEPARATOR_BY_A_LETTER``); in
+    any text, an at sign, a dash or a parenthesis after a word right before a capital ("cc: @Priya
+    Raman", "—Kenji Watanabe", "TODO(Kenji": one word with the name for the model, which then never
+    saw a name)."""
     view = _CJK_CHARACTER.sub(" ", text)
     if view != text:
         view = _SEPARATOR_BY_A_LETTER.sub(" ", view)
@@ -432,6 +435,8 @@ class EnglishNames:
         if self.lexicon is not None:
             people = [self._extend(doc, start, end, cuts) for start, end in people]
             people += [span for span in self._lexicon_names(doc, cuts) if not _overlaps_any(span, people)]
+            people += [span for span in self._written_otherwise(doc, cuts) if not _overlaps_any(span, people)]
+            people += [span for span in self._family_names_first(doc, people, cuts) if not _overlaps_any(span, people)]
         people = [
             (start, end)
             for start, end in people
@@ -521,6 +526,44 @@ class EnglishNames:
             and not word.isupper()
         )
 
+    def _written_otherwise(self, doc, cuts: frozenset[int]) -> list[tuple[int, int]]:
+        """Names the model cannot read as written: an initial before a family name the lexicon
+        knows ("K. Watanabe"), and a given name then a family name in capitals ("KENJI WATANABE"),
+        each a name in the lexicon and no English word (so "WILL SMITH" and "AWS LAMBDA" are not)."""
+        first, last, common = self.lexicon
+        spans = []
+        for index in range(len(doc) - 1):
+            if index in cuts:
+                continue
+            word, following = doc[index].text, doc[index + 1].text
+            initial = _INITIAL.fullmatch(word) and following in last and following.casefold() not in common
+            capitals = (
+                word.isupper()
+                and following.isupper()
+                and len(word) > 1
+                and len(following) > 1
+                and _capitalised(word) in first
+                and _capitalised(following) in last
+                and not any(_a_word(w, common) for w in (word, following))
+            )
+            if initial or capitals:
+                spans.append((index, index + 2))
+        return spans
+
+    def _family_names_first(self, doc, people: list[tuple[int, int]], cuts: frozenset[int]) -> list[tuple[int, int]]:
+        """A family name the lexicon knows, written before a comma and a person ("Watanabe, Kenji"):
+        a capitalised word that is no English or software word."""
+        _first, last, common = self.lexicon
+        spans = []
+        for start, _end in people:
+            family = start - 2
+            if family < 0 or doc[start - 1].text != "," or {family, start - 1} & cuts:
+                continue
+            word = doc[family].text
+            if word in last and _NAME_WORD.fullmatch(word) and not word.isupper() and not _a_word(word, common):
+                spans.append((family, family + 1))
+        return spans
+
     def _lexicon_names(self, doc, cuts: frozenset[int]) -> list[tuple[int, int]]:
         """Capitalised runs the model left alone that start with a given name in the lexicon, or
         with a capitalised word (not opening a sentence) before a family name in it; a run ends
@@ -557,6 +600,16 @@ class EnglishNames:
                 spans.append((index, end))
             index = end
         return spans
+
+
+def _capitalised(word: str) -> str:
+    return word[:1] + word[1:].lower()
+
+
+def _a_word(word: str, common: frozenset[str]) -> bool:
+    """Whether ``word`` is an English or software word (``common``: the lexicon's English words)."""
+    folded = word.casefold()
+    return folded in common or folded in english_words() or folded in tech_terms()
 
 
 def japanese_between(doc, original: str) -> frozenset[int]:

@@ -304,9 +304,17 @@ def test_a_latin_name_touching_japanese_is_masked_alone(masker, policy, text, ma
         ("cc: @Priya Raman, @Kenji Watanabe", "cc: @<PERSON>, @<PERSON>"),
         ("—Kenji Watanabe approved the deploy.", "—<PERSON> approved the deploy."),
         ("Add @Override to equals, says @Ivan Petrov.", "Add @Override to equals, says @<PERSON>."),
+        ("TODO(Kenji Watanabe): drop the flag.", "TODO(<PERSON>): drop the flag."),
+        ("Kenji Watanabe（SRE）が対応。", "<PERSON>（SRE）が対応。"),
+        # Written otherwise: an initial, capitals, the family name first.
+        ("K. Watanabe approved the change.", "<PERSON> approved the change."),
+        ("KENJI WATANABE APPROVED THE PLAN.", "<PERSON> APPROVED THE PLAN."),
+        ("AWS LAMBDA TIMED OUT; WILL SMITH THE CACHE.", "AWS LAMBDA TIMED OUT; WILL SMITH THE CACHE."),
+        ("Signed off by Watanabe, Kenji.", "Signed off by <PERSON>, <PERSON>."),
+        ("Redis, Kenji and Priya paired on it.", "Redis, <PERSON> and <PERSON> paired on it."),
     ],
 )
-def test_a_name_after_an_at_sign_or_a_dash_is_masked(masker, policy, text, masked):
+def test_a_name_after_an_at_sign_a_dash_or_a_parenthesis_or_written_otherwise_is_masked(masker, policy, text, masked):
     assert masker.mask(text, policy).text == masked
 
 
@@ -315,7 +323,7 @@ def test_the_model_reads_japanese_and_marks_before_a_name_as_spaces():
 
     english = "Per Priya Raman: bump psycopg [3.2.1] @ops CI/CD and/or Kenji:2"
     assert latin_view(english) is english
-    assert latin_view("cc: @Priya —Kenji") == "cc:  Priya  Kenji"
+    assert latin_view("cc: @Priya —Kenji TODO(Kenji) f(x)") == "cc:  Priya  Kenji TODO Kenji) f(x)"
     japanese = "「Kenji」に［Omar］@Leo|Mei、Asia/Tokyo"
     view = latin_view(japanese)
     assert len(view) == len(japanese)
