@@ -518,10 +518,10 @@ def rescore_similarities(vector, *, ids: list[uuid.UUID], backend: EmbeddingBack
 
 
 # How a transcript writes a turn's speaker at the start of a line, around the masked name: a list
-# or quote marker, a time or date ("[10:32]", "2025-02-08 14:05", "【10:32】"), emphasis ("**…**"),
-# a parenthesis after the name ("(10:32)"), then a colon, ASCII or full-width. PostgreSQL's
-# regular expressions, newline-sensitive ("(?n)": "^" starts every line).
-_LINE_START = r"[ \t]*(?:[-*>\u2022][ \t]*)?"
+# marker ("-", "1.") or a quote's, a time or date ("[10:32]", "2025-02-08 14:05", "【10:32】"),
+# emphasis ("**…**"), a parenthesis after the name ("(10:32)"), then a colon, ASCII or full-width.
+# PostgreSQL's regular expressions, newline-sensitive ("(?n)": "^" starts every line).
+_LINE_START = r"[ \t]*(?:(?:[-*>\u2022]|\d{1,3}[.)])[ \t]*)?"
 _STAMP = (
     r"(?:[\[\u3010][^]\u3011\n]{1,40}[]\u3011][ \t]*"
     r"|(?:\d{1,4}(?:[-:/.]\d{1,4})+(?:[ \t]*[AaPp]\.?[Mm]\.?)?[ \t,]+){1,2})?"

@@ -98,6 +98,7 @@ SPOKEN = [
     "**Kenji Watanabe:** sanded the hull.",
     "- Kenji Watanabe: sanded the hull.",
     "> Kenji Watanabe: sanded the hull.",
+    "12. Kenji Watanabe: sanded the hull.",
     "Kenji Watanabe (10:32): sanded the hull.",
     "  Kenji Watanabe : sanded the hull.",
     "【10:32】Kenji Watanabe：船体を磨いた。",
