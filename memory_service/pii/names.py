@@ -210,7 +210,7 @@ def looks_like_a_name(text: str) -> bool:
     Every word is a capitalised run of letters (apostrophes and hyphens inside: ``O'Brien``,
     ``Jean-Luc``) or a name particle (``van``, ``de``); no CamelCase inside a word except the
     usual prefixes (``McDonald``), nor two capitals before a small letter (``MLflow``); not all
-    capitals; not every word a known software name; not only days, months or holidays
+    capitals but an initial (``W.``); not every word a known software name; not only days, months or holidays
     (``_CALENDAR_WORDS``; "Sunday Adeyemi" stays a name).
     """
     words = text.split()
@@ -224,7 +224,7 @@ def looks_like_a_name(text: str) -> bool:
             return False
         if _INNER_CAPITAL.search(word) and not _INNER_CAPITAL_PREFIX.match(word):
             return False
-        if len(word) > 1 and word.isupper():
+        if len(word) > 1 and word.isupper() and not _INITIAL.fullmatch(word):
             return False
         capitalised += 1
     if capitalised == 0:
@@ -421,16 +421,17 @@ class EnglishNames:
                 if start == end:
                     continue
                 span = doc[start:end]
-                if guessed and not self._known_name(span.text):
+                text = self._family_names_in_capitals(span.text)  # "TANAKA Kenji" reads "Tanaka Kenji"
+                if guessed and not self._known_name(text):
                     continue
                 if kind == PERSON:
-                    if looks_like_a_name(span.text) and not self._common_word(span.text) and not self._tool(span.text):
+                    if looks_like_a_name(text) and not self._common_word(text) and not self._tool(text):
                         people.append((start, end))
-                elif kind == LOCATION and self._full_name(span.text):
+                elif kind == LOCATION and self._full_name(text):
                     people.append((start, end))  # "Eitan Shapiro" read as a place
                 elif kind == LOCATION:
                     places.append((span.start_char, span.end_char, LOCATION))
-                elif entity.label_ in _OTHER_LABELS and self._known_name(span.text):
+                elif entity.label_ in _OTHER_LABELS and self._known_name(text):
                     people.append((start, end))
         if self.lexicon is not None:
             people = [self._extend(doc, start, end, cuts) for start, end in people]
@@ -517,8 +518,23 @@ class EnglishNames:
             end += 1
         return start, end
 
+    def _family_names_in_capitals(self, text: str) -> str:
+        """``text`` with each word in capitals that the lexicon knows as a family name, and that is
+        no English or software word, written as a name is, when a given name stands beside it
+        ("TANAKA Kenji" → "Tanaka Kenji": the family name in capitals, as Japanese and French
+        writers often put it)."""
+        if self.lexicon is None:
+            return text
+        first, last, common = self.lexicon
+        words = text.split()
+        if len(words) < 2 or not any(w in first for w in words):
+            return text  # alone, a word in capitals is an acronym as often ("SHA", "OTA")
+        return " ".join(_capitalised(w) if _family_name_in_capitals(w, last, common) else w for w in words)
+
     @staticmethod
     def _surname_like(word: str, last: frozenset[str], common: frozenset[str]) -> bool:
+        if _family_name_in_capitals(word, last, common):
+            return True  # "Kenji TANAKA"
         return (
             (word in last or (_NAME_WORD.fullmatch(word) is not None and not _INNER_CAPITAL.search(word)))
             and word.casefold() not in common
@@ -604,6 +620,12 @@ class EnglishNames:
 
 def _capitalised(word: str) -> str:
     return word[:1] + word[1:].lower()
+
+
+def _family_name_in_capitals(word: str, last: frozenset[str], common: frozenset[str]) -> bool:
+    """Whether ``word`` is a family name of the lexicon written in capitals ("TANAKA"), no English
+    or software word ("AWS", "WILL", "PARK" are not)."""
+    return len(word) > 1 and word.isupper() and _capitalised(word) in last and not _a_word(word, common)
 
 
 def _a_word(word: str, common: frozenset[str]) -> bool:

@@ -311,6 +311,10 @@ def test_a_latin_name_touching_japanese_is_masked_alone(masker, policy, text, ma
         ("KENJI WATANABE APPROVED THE PLAN.", "<PERSON> APPROVED THE PLAN."),
         ("AWS LAMBDA TIMED OUT; WILL SMITH THE CACHE.", "AWS LAMBDA TIMED OUT; WILL SMITH THE CACHE."),
         ("Signed off by Watanabe, Kenji.", "Signed off by <PERSON>, <PERSON>."),
+        ("Ask TANAKA Kenji about it.", "Ask <PERSON> about it."),
+        ("Ask Kenji TANAKA about it.", "Ask <PERSON> about it."),
+        ("Priya R. found the bug.", "<PERSON> found the bug."),
+        ("Tag it with the git SHA; OTA ships fixes.", "Tag it with the git SHA; OTA ships fixes."),
         ("Redis, Kenji and Priya paired on it.", "Redis, <PERSON> and <PERSON> paired on it."),
     ],
 )
