@@ -425,6 +425,16 @@ class EnglishNames:
                 if guessed and not self._known_name(text):
                     continue
                 if kind == PERSON:
+                    named = end  # "Kenji W. approved": the model ran on into the verb
+                    while (
+                        named > start + 1
+                        and doc[named - 1].text[:1].islower()
+                        and not looks_like_a_name(doc[start:named].text)
+                    ):
+                        named -= 1
+                    if named != end:
+                        end, span = named, doc[start:named]
+                        text = self._family_names_in_capitals(span.text)
                     if looks_like_a_name(text) and not self._common_word(text) and not self._tool(text):
                         people.append((start, end))
                 elif kind == LOCATION and self._full_name(text):
