@@ -284,8 +284,9 @@ def build_english_words(sources: Sequence[str] = DICTIONARY_SOURCES) -> bytes:
 
 
 def build_lexicon() -> bytes:
-    """The lexicon file's bytes, from Faker's providers (MIT licensed data): the first and last
-    names of every locale of its person providers, and its English word list as common words.
+    """The lexicon file's bytes, from Faker's providers (MIT licensed data): the first, middle
+    (as given names: Vietnamese Văn, Thị; Russian patronymics) and last names of every locale of
+    its person providers, and its English word list as common words.
     A name is also there as English text spells it: without its diacritics ("Ozturk") and, from
     Cyrillic and Indic scripts, romanised ("Oleksandr", "Pradeep"; ``romanize``) — such a spelling
     only when it is no English dictionary word nor one of ``romanize.NOT_NAMES`` ("Latin", from
@@ -301,11 +302,11 @@ def build_lexicon() -> bytes:
     for module in pkgutil.iter_modules(person.__path__):
         provider = getattr(importlib.import_module(f"{person.__name__}.{module.name}"), "Provider", None)
         for attribute in dir(provider):
-            if not attribute.startswith(("first", "last")):
+            if not attribute.startswith(("first", "last", "middle")):
                 continue
             values = getattr(provider, attribute)
             names = values.keys() if isinstance(values, dict) else values if isinstance(values, list | tuple) else ()
-            kind = "F" if attribute.startswith("first") else "L"
+            kind = "L" if attribute.startswith("last") else "F"  # a middle name is a given name
             for name in names:
                 if isinstance(name, str) and name and " " not in name:
                     lines.update(f"{kind}\t{spelling}" for spelling in _spellings(name, module.name))
@@ -445,7 +446,8 @@ class EnglishNames:
                     people.append((start, end))
         if self.lexicon is not None:
             people = [self._extend(doc, start, end, cuts) for start, end in people]
-            people += [span for span in self._lexicon_names(doc, cuts) if not _overlaps_any(span, people)]
+            found = [self._extend(doc, start, end, cuts) for start, end in self._lexicon_names(doc, cuts)]
+            people += [span for span in found if not _overlaps_any(span, people)]
             people += [span for span in self._written_otherwise(doc, cuts) if not _overlaps_any(span, people)]
             people += [span for span in self._family_names_first(doc, people, cuts) if not _overlaps_any(span, people)]
         people = [
@@ -514,16 +516,20 @@ class EnglishNames:
         return words[0] in first and (len(words) == 1 or words[-1] in last)
 
     def _extend(self, doc, start: int, end: int, cuts: frozenset[int]) -> tuple[int, int]:
-        """A person span grown over the given name before it and the surname after it that the
-        model left out ("Mehmet [Kaya]", "[Emre] Yılmaz"), never across Japanese (``cuts``)."""
+        """A person span grown over the given or family names before it and the surname after it
+        that the model left out ("Mehmet [Kaya]", "[Emre] Yılmaz", "[Nguyễn Văn] An"), never
+        across Japanese (``cuts``)."""
         first, last, common = self.lexicon
         while (
             start > 0
             and start - 1 not in cuts
-            and doc[start - 1].text in first
+            and (
+                doc[start - 1].text in first
+                or (doc[start - 1].text in last and not _a_word(doc[start - 1].text, common))
+            )
             and doc[start - 1].text.casefold() not in common
         ):
-            start -= 1
+            start -= 1  # also the family name written first ("Nguyễn Văn An")
         while end < len(doc) and end - 1 not in cuts and self._surname_like(doc[end].text, last, common):
             end += 1
         return start, end

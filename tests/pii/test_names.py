@@ -315,6 +315,7 @@ def test_a_latin_name_touching_japanese_is_masked_alone(masker, policy, text, ma
         ("Ask Kenji TANAKA about it.", "Ask <PERSON> about it."),
         ("Priya R. found the bug.", "<PERSON> found the bug."),
         ("Kenji W. approved RELEASE-80 after the k6 run.", "<PERSON> approved RELEASE-80 after the k6 run."),
+        ("Ask Nguyễn Văn An about it.", "Ask <PERSON> about it."),
         ("Tag it with the git SHA; OTA ships fixes.", "Tag it with the git SHA; OTA ships fixes."),
         ("Redis, Kenji and Priya paired on it.", "Redis, <PERSON> and <PERSON> paired on it."),
     ],
