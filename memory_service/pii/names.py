@@ -185,13 +185,15 @@ def word_read_as_a_name(doc, start: int, end: int) -> bool:
     article "An" opening a sentence before a small word that starts with a vowel or h, or before
     capitals ("An apprentice!", "An hour later", "An A!"), unless that word reads as what follows a
     person ("An said…", "An is…", "An and I", "An asked", "An owns": the name); the area of a
-    time zone's name ("Asia/Tokyo")."""
+    time zone's name and its city ("Asia/Tokyo", "Europe/Sofia")."""
     if end - start != 1:
         return False
     word = doc[start].text
     after = doc[end].text if end < len(doc) else ""
     if word in _TIME_ZONE_AREAS:
         return after == "/"
+    if start >= 2 and doc[start - 1].text == "/" and doc[start - 2].text in _TIME_ZONE_AREAS:
+        return True  # the time zone's city: "Europe/Berlin", "Australia/Adelaide"
     if word != "An" or _ARTICLE_NEXT.fullmatch(after) is None:
         return False
     if after in _AFTER_A_PERSON_WORDS or _AFTER_A_PERSON.fullmatch(after):
@@ -356,10 +358,16 @@ _CJK_CHARACTER = regex.compile(
 
 # In a Japanese note, the brackets, parentheses, at signs, bars and colons next to Latin letters:
 # typed full-width ("［Omar Haddad］", "Kenji Watanabe（SRE）", "＠Leo", "Kenji：確認"), they are
-# ASCII once normalised. Not the slash: "Asia/Tokyo" is a time zone by it (``word_read_as_a_name``).
+# ASCII once normalised. The slash only between two capitalised words (``_SLASH_BETWEEN_WORDS``).
 _SEPARATOR_BY_A_LETTER = regex.compile(r"[\[\]()@|:](?=\p{Latin})|(?<=\p{Latin})[\[\]()@|:]")
 
 
+# In any note, a slash between two capitalised words, but after a time zone's area ("Asia/Tokyo"):
+# "Mei Lin/Arjun Mehta", "Kenji/Priya".
+_SLASH_BETWEEN_WORDS = regex.compile(
+    r"(?<=\p{Lu}\p{Ll}+)(?<!Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific)"
+    r"/(?=\p{Lu}\p{Ll})"
+)
 # In any note, an at sign, a dash, or a parenthesis after a word, right before a capital:
 # "@Kenji Watanabe", "—Priya Raman", "TODO(Kenji Watanabe)".
 _MARK_BEFORE_A_CAPITAL = regex.compile(r"(?:[@\u2013\u2014]|(?<=\p{L})\()(?=\p{Lu})")
@@ -374,11 +382,13 @@ def latin_view(text: str) -> str:
     at signs, bars and colons next to a Latin letter are spaces too (``_SEPARATOR_BY_A_LETTER``); in
     any text, an at sign, a dash or a parenthesis after a word right before a capital ("cc: @Priya
     Raman", "—Kenji Watanabe", "TODO(Kenji": one word with the name for the model, which then never
-    saw a name)."""
+    saw a name), and a slash between capitalised words ("Mei Lin/Arjun Mehta"), but after the area
+    of a time zone ("Asia/Tokyo" stays whole for ``word_read_as_a_name``)."""
     view = _CJK_CHARACTER.sub(" ", text)
     if view != text:
         view = _SEPARATOR_BY_A_LETTER.sub(" ", view)
     view = _MARK_BEFORE_A_CAPITAL.sub(" ", view)
+    view = _SLASH_BETWEEN_WORDS.sub(" ", view)
     return text if view == text else view
 
 

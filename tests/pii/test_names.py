@@ -285,6 +285,7 @@ def test_a_name_after_such_a_word_is_masked_alone_with_its_own_pseudonym(masker,
         ("『Priya Raman』の件", "『<PERSON>』の件"),
         ("Mei Lin、Arjun Mehta：分けたい。", "<PERSON>、<PERSON>：分けたい。"),
         ("時刻は Asia/Tokyo で計算する。", "時刻は Asia/Tokyo で計算する。"),
+        ("Mei Lin／Arjun Mehta：分けたい。", "<PERSON>／<PERSON>：分けたい。"),
         ("［Omar Haddad］nginxの設定", "［<PERSON>］nginxの設定"),
         ("＠Leo Rossi Postgresの VACUUM", "＠<PERSON> Postgresの VACUUM"),
         # The model's span across Japanese is cut there, and a piece no name list knows is no one.
@@ -316,6 +317,10 @@ def test_a_latin_name_touching_japanese_is_masked_alone(masker, policy, text, ma
         ("Priya R. found the bug.", "<PERSON> found the bug."),
         ("Kenji W. approved RELEASE-80 after the k6 run.", "<PERSON> approved RELEASE-80 after the k6 run."),
         ("Ask Nguyễn Văn An about it.", "Ask <PERSON> about it."),
+        (
+            "Kenji/Priya own it; TZ is Europe/Sofia or Australia/Adelaide.",
+            "<PERSON>/<PERSON> own it; TZ is Europe/Sofia or Australia/Adelaide.",
+        ),
         ("Tag it with the git SHA; OTA ships fixes.", "Tag it with the git SHA; OTA ships fixes."),
         ("Redis, Kenji and Priya paired on it.", "Redis, <PERSON> and <PERSON> paired on it."),
     ],
