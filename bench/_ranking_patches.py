@@ -258,8 +258,7 @@ def sentence_maxima(share: float, service_fuse, service_embed, parts: dict, mode
     dense candidate's similarity with its best part's: (1 − ``share``) · the whole memory's +
     ``share`` · the highest similarity of the query to the memory's title or to one sentence of its
     text, each embedded alone (without people's names, as memories are) by the model ``model_id``.
-    ``parts``: memory id
-    → its parts' vectors, filled on first use and shared between variants."""
+    ``parts``: memory id → its parts' vectors, filled on first use and shared between variants."""
     import numpy as np
     import regex
     from django.db import connection

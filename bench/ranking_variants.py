@@ -1,4 +1,4 @@
-"""Changes to the service's ranking, and three ways of loading, measured through ``memory_search``.
+"""Changes to the service's ranking, and ways of loading a conversation, measured through ``memory_search``.
 
     .venv/bin/python bench/ranking_variants.py [STUDY,...]   (default: all of ``STUDIES``; ``service``: its row alone)
 
