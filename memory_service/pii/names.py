@@ -408,12 +408,13 @@ class EnglishNames:
         indexes = [index for index, text in enumerate(texts) if _CAPITAL.search(text)]
         docs = self.nlp.pipe([latin_view(texts[index]) for index in indexes], batch_size=BATCH_SIZE)
         for index, doc in zip(indexes, docs, strict=True):
-            found[index] = self._spans(doc, japanese_between(doc, texts[index]))
+            found[index] = self._spans(doc, blanked_between(doc, texts[index]))
         return found
 
     def _spans(self, doc, cuts: frozenset[int] = frozenset()) -> list[NameSpan]:
-        """``cuts``: token indexes ``i`` with Japanese between token ``i`` and ``i + 1`` (or in
-        either, a run of it read as spaces): no span crosses one."""
+        """``cuts``: token indexes ``i`` with a character ``latin_view`` blanked between token ``i``
+        and ``i + 1`` (Japanese, a mark before a name; or in either, a run of them read as
+        spaces): no span crosses one."""
         people: list[tuple[int, int]] = []  # token ranges
         places: list[NameSpan] = []
         for entity in doc.ents:
@@ -555,7 +556,7 @@ class EnglishNames:
         words = text.split()
         if len(words) < 2 or not any(w in first for w in words):
             return text  # alone, a word in capitals is an acronym as often ("SHA", "OTA")
-        return " ".join(_capitalised(w) if _family_name_in_capitals(w, last, common) else w for w in words)
+        return " ".join(w.capitalize() if _family_name_in_capitals(w, last, common) else w for w in words)
 
     @staticmethod
     def _surname_like(word: str, last: frozenset[str], common: frozenset[str]) -> bool:
@@ -584,8 +585,8 @@ class EnglishNames:
                 and following.isupper()
                 and len(word) > 1
                 and len(following) > 1
-                and _capitalised(word) in first
-                and _capitalised(following) in last
+                and word.capitalize() in first
+                and following.capitalize() in last
                 and not any(_a_word(w, common) for w in (word, following))
             )
             if initial or capitals:
@@ -644,14 +645,10 @@ class EnglishNames:
         return spans
 
 
-def _capitalised(word: str) -> str:
-    return word[:1] + word[1:].lower()
-
-
 def _family_name_in_capitals(word: str, last: frozenset[str], common: frozenset[str]) -> bool:
     """Whether ``word`` is a family name of the lexicon written in capitals ("TANAKA"), no English
     or software word ("AWS", "WILL", "PARK" are not)."""
-    return len(word) > 1 and word.isupper() and _capitalised(word) in last and not _a_word(word, common)
+    return len(word) > 1 and word.isupper() and word.capitalize() in last and not _a_word(word, common)
 
 
 def _a_word(word: str, common: frozenset[str]) -> bool:
@@ -660,7 +657,7 @@ def _a_word(word: str, common: frozenset[str]) -> bool:
     return folded in common or folded in english_words() or folded in tech_terms()
 
 
-def japanese_between(doc, original: str) -> frozenset[int]:
+def blanked_between(doc, original: str) -> frozenset[int]:
     """The token indexes ``i`` of ``doc`` (read from ``latin_view(original)``) where a character
     that ``latin_view`` made a space lies between token ``i`` and token ``i + 1``, or in one of
     them (a run of them that the model read as a token of spaces)."""
@@ -668,16 +665,16 @@ def japanese_between(doc, original: str) -> frozenset[int]:
     if view == original:
         return frozenset()
 
-    def japanese(start: int, end: int) -> bool:
+    def blanked(start: int, end: int) -> bool:
         return view[start:end] != original[start:end]
 
     cuts = set()
     for index in range(len(doc) - 1):
         token, following = doc[index], doc[index + 1]
         if (
-            japanese(token.idx + len(token.text), following.idx)
-            or (token.is_space and japanese(token.idx, token.idx + len(token.text)))
-            or (following.is_space and japanese(following.idx, following.idx + len(following.text)))
+            blanked(token.idx + len(token.text), following.idx)
+            or (token.is_space and blanked(token.idx, token.idx + len(token.text)))
+            or (following.is_space and blanked(following.idx, following.idx + len(following.text)))
         ):
             cuts.add(index)
     return frozenset(cuts)
