@@ -392,6 +392,25 @@ def latin_view(text: str) -> str:
     return text if view == text else view
 
 
+# What only a person follows or precedes, when a name is written in lower case (chat, commit
+# messages): greetings and thanks, "cc", "ping", "ask", "tell", an "@", labels of a person's role.
+# "with", "by", "from" and "to" alone are not among them: a tool follows them as often ("build with hugo").
+_LOWER_CASE_CUES = (
+    "hi", "hey", "hello", "thanks", "thank you", "thx", "ty", "cc", "ping", "pinged", "ask", "asked", "tell", "told",
+    "per", "paired with", "talked to", "talked with", "spoke to", "spoke with", "talking to", "talking with",
+    "reviewed by", "approved by", "assigned to", "owner:", "owners:", "assignee:", "reviewer:", "reviewers:",
+)  # fmt: skip
+# The end of a word that is no handle's part ("kenji-bot", "@kenji.w", "priya_r"; "kenji." ends a sentence).
+_NOT_IN_A_WORD = r"(?![\p{L}\p{N}_@]|[./\-][\p{L}\p{N}])"
+_LOWER_CASE_NAME = regex.compile(
+    r"(?:(?<![\p{L}\p{N}_])(?i:" + "|".join(regex.escape(cue) for cue in _LOWER_CASE_CUES) + r"),?[ \t]+@?"
+    r"|(?<![\p{L}\p{N}_])@)(?P<after_cue>\p{Ll}{2,})" + _NOT_IN_A_WORD + "|"
+    r"(?<![\p{L}\p{N}_@./\-])(?P<before_cue>\p{Ll}{2,})[ \t]+(?:says|said|thinks|thought|suggested|reported)(?!\p{L})"
+)
+_LOWER_CASE_NEXT_WORD = regex.compile(r"[ \t]+(\p{Ll}{2,})" + _NOT_IN_A_WORD)
+_LOWER_CASE_AND_NAME = regex.compile(r"(?:[ \t]*,[ \t]*|[ \t]+(?:and|&)[ \t]+)@?(\p{Ll}{2,})" + _NOT_IN_A_WORD)
+
+
 class EnglishNames:
     """People (and places) found by an English spaCy pipeline with an NER component, backed by a
     name lexicon (``lexicon=False`` for the model alone)."""
@@ -409,7 +428,38 @@ class EnglishNames:
         docs = self.nlp.pipe([latin_view(texts[index]) for index in indexes], batch_size=BATCH_SIZE)
         for index, doc in zip(indexes, docs, strict=True):
             found[index] = self._spans(doc, blanked_between(doc, texts[index]))
+        if self.lexicon is not None:
+            for index, text in enumerate(texts):
+                spans = [(start, end) for start, end, _ in found[index]]
+                found[index] += [span for span in self._lower_case_names(text) if not _overlaps_any(span[:2], spans)]
         return found
+
+    def _lower_case_names(self, text: str) -> list[NameSpan]:
+        """Names written in lower case where only a person can stand: after a greeting, a thanks,
+        a "cc", "ping", "ask" or "tell", an "@", a label such as "owner:", or before "says" / "said"
+        ("thanks kenji", "cc @priya", "reviewed by ingrid and pavel", "sven says"). The word must be
+        a given name of the lexicon and no English or software word ("ask will", "thanks grace",
+        "with hugo" stay): a model reads capitals as the mark of a name, so it never sees these."""
+        first, last, common = self.lexicon
+
+        def given(word: str) -> bool:
+            return word.capitalize() in first and not _a_word(word, common) and word not in _ENGINEERING_WORDS
+
+        spans: list[NameSpan] = []
+        for match in _LOWER_CASE_NAME.finditer(text):
+            word = match.group("after_cue") or match.group("before_cue")
+            start = match.start("after_cue") if match.group("after_cue") else match.start("before_cue")
+            if not given(word):
+                continue
+            end = start + len(word)
+            family = _LOWER_CASE_NEXT_WORD.match(text, end)
+            if family and family.group(1).capitalize() in last and not _a_word(family.group(1), common):
+                end = family.end()  # "thanks kenji watanabe"
+            spans.append((start, end, PERSON))
+            while (more := _LOWER_CASE_AND_NAME.match(text, end)) and given(more.group(1)):
+                spans.append((more.start(1), more.end(1), PERSON))  # "ingrid and pavel", "kenji, priya"
+                end = more.end(1)
+        return spans
 
     def _spans(self, doc, cuts: frozenset[int] = frozenset()) -> list[NameSpan]:
         """``cuts``: token indexes ``i`` with a character ``latin_view`` blanked between token ``i``

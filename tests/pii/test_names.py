@@ -329,6 +329,39 @@ def test_a_name_after_an_at_sign_a_dash_or_a_parenthesis_or_written_otherwise_is
     assert masker.mask(text, policy).text == masked
 
 
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("thanks kenji for the fix", "thanks <PERSON> for the fix"),
+        ("Thank you priya!", "Thank you <PERSON>!"),
+        ("cc @priya, @kenji — the bump is on staging only", "cc @<PERSON>, @<PERSON> — the bump is on staging only"),
+        ("@kofi the panel is fixed", "@<PERSON> the panel is fixed"),
+        ("looks good. thanks, priya. cc tomasz.", "looks good. thanks, <PERSON>. cc <PERSON>."),
+        ("ask kenji watanabe before touching the vpc", "ask <PERSON> before touching the vpc"),
+        ("reviewed by ingrid and pavel; ruff passes", "reviewed by <PERSON> and <PERSON>; ruff passes"),
+        ("sven says the lag alert fires too early", "<PERSON> says the lag alert fires too early"),
+        ("レビューは cc @priya で。", "レビューは cc @<PERSON> で。"),
+        # No person can be told from a word, a tool or a handle written otherwise.
+        ("ask will about it; thanks grace; hey mark", "ask will about it; thanks grace; hey mark"),
+        (
+            "we build the docs with hugo; the pipeline runs in luigi",
+            "we build the docs with hugo; the pipeline runs in luigi",
+        ),
+        ("thanks kenji-bot; ping @kenji.w; cc priya_r", "thanks kenji-bot; ping @kenji.w; cc priya_r"),
+        ("ping redis, thanks postgres", "ping redis, thanks postgres"),
+    ],
+)
+def test_a_lower_case_name_where_only_a_person_can_stand_is_masked(masker, policy, text, masked):
+    assert masker.mask(text, policy).text == masked
+
+
+def test_a_lower_case_name_gets_the_pseudonym_of_the_name_written_in_capitals(masker, pseudonym_policy):
+    lower = masker.mask("thanks kenji for the fix", pseudonym_policy).text
+    upper = masker.mask("Kenji fixed it", pseudonym_policy).text
+    assert lower.split()[1] == upper.split()[0]
+    assert lower.split()[1].startswith("<PERSON_")
+
+
 def test_the_model_reads_japanese_and_marks_before_a_name_as_spaces():
     from memory_service.pii.names import latin_view
 
