@@ -300,3 +300,23 @@ def sentence_maxima(share: float, service_fuse, service_embed, parts: dict, mode
         return service_fuse(dense=dense, **kwargs)
 
     return {"embed_query_in_background": embed, "fuse": fuse}
+
+
+def with_neighbours_text(which: str):
+    """A replacement of ``memories.embedding.embedding_document`` whose text also holds the stored
+    text of the turn linked before the memory (``which`` "before"), after it ("after") or both
+    ("both"), in the conversation's order, each turn's own text as the service stores it."""
+    from memory_service.memories.models import Memory
+    from memory_service.pii import text_for_embedding
+    from memory_service.retrieval.lexical import date_terms
+
+    def document(memory) -> str:
+        parts = [memory.text]
+        if which in ("before", "both") and memory.thread_previous_id:
+            parts.insert(0, Memory.objects.get(id=memory.thread_previous_id).text)
+        if which in ("after", "both"):
+            parts += Memory.objects.filter(thread_previous_id=memory.id).values_list("text", flat=True)[:1]
+        parts = [memory.title, *parts, " ".join(memory.tags), date_terms(memory.occurred_at)]
+        return text_for_embedding("\n".join(parts))
+
+    return document

