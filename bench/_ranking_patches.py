@@ -302,19 +302,24 @@ def sentence_maxima(share: float, service_fuse, service_embed, parts: dict, mode
     return {"embed_query_in_background": embed, "fuse": fuse}
 
 
-def with_neighbours_text(which: str):
+def with_neighbours_text(which: str, words: int | None = None):
     """A replacement of ``memories.embedding.embedding_document`` whose text also holds the stored
     text of the turn linked before the memory (``which`` "before"), after it ("after") or both
-    ("both"), in the conversation's order, each turn's own text as the service stores it."""
+    ("both"), in the conversation's order, each turn's own text as the service stores it; with
+    ``words``, only for a memory of at most that many words (split at spaces, the speaker's name
+    included); "alone": the memory's own text only (the service before ``embedding.reply_context``).
+    The service's context (``answered``) is ignored: the study decides it."""
     from memory_service.memories.models import Memory
     from memory_service.pii import text_for_embedding
     from memory_service.retrieval.lexical import date_terms
 
-    def document(memory) -> str:
+    def document(memory, answered: str = "") -> str:
         parts = [memory.text]
-        if which in ("before", "both") and memory.thread_previous_id:
+        long = words is not None and len(memory.text.split()) > words
+        which_here = "alone" if long else which
+        if which_here in ("before", "both") and memory.thread_previous_id:
             parts.insert(0, Memory.objects.get(id=memory.thread_previous_id).text)
-        if which in ("after", "both"):
+        if which_here in ("after", "both"):
             parts += Memory.objects.filter(thread_previous_id=memory.id).values_list("text", flat=True)[:1]
         parts = [memory.title, *parts, " ".join(memory.tags), date_terms(memory.occurred_at)]
         return text_for_embedding("\n".join(parts))

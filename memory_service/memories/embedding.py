@@ -1,19 +1,62 @@
 """Storing vectors. Runs inside a tenant context (tasks and commands set it)."""
 
+import regex
 from django.db import transaction
 from django.utils import timezone
 
 from memory_service.embeddings.backends import EmbeddingUnavailable, get_backend, get_rescore_backend
 from memory_service.memories.models import EmbeddingStatus, Memory, MemoryEmbedding
 from memory_service.pii import text_for_embedding
+from memory_service.retrieval.candidates import speaker_line
 from memory_service.retrieval.lexical import date_terms
 
+#: A reply of at most this many words (a CJK character half a word; the speaker's name one) is
+#: embedded with the turn it answers (``reply_context``): bench/RESULTS.md, "A reply's vector".
+REPLY_WORDS = 36
+_WORD = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]{1,2}|[^\s\p{Han}\p{Hiragana}\p{Katakana}]+")
+# A turn of a transcript: its first line opens with a speaker's masked name and a colon, in the
+# forms search reads a speaker in (``retrieval.candidates.speaker_pattern``).
+_TRANSCRIPT_TURN = regex.compile(speaker_line("<PERSON(?:_[0-9a-f]{12})?>"))
 
-def embedding_document(memory: Memory) -> str:
-    """What the vector of a memory represents: title, text, tags and the memory's date, without
-    people's labels and pseudonyms (``pii.text_for_embedding``)."""
-    parts = [memory.title, memory.text, " ".join(memory.tags), date_terms(memory.occurred_at)]
+
+def embedding_document(memory: Memory, answered: str = "") -> str:
+    """What the vector of a memory represents: title, ``answered`` (the text of the turn a short
+    reply answers, ``reply_context``), text, tags and the memory's date, without people's labels
+    and pseudonyms (``pii.text_for_embedding``)."""
+    parts = [memory.title, answered, memory.text, " ".join(memory.tags), date_terms(memory.occurred_at)]
     return text_for_embedding("\n".join(p for p in parts if p))
+
+
+def embedding_documents(memories: list[Memory]) -> list[str]:
+    """``embedding_document`` of each of ``memories``, with the turns their replies answer."""
+    answered = reply_context(memories)
+    return [embedding_document(m, answered.get(m.id, "")) for m in memories]
+
+
+def reply_context(memories: list[Memory]) -> dict:
+    """Memory id → the stored text of the turn it answers, for those of ``memories`` that are short
+    replies in a transcript: a note linked to the turn before it (``Memory.thread_previous``), both
+    opening with a speaker's masked name and a colon, the reply of at most ``REPLY_WORDS`` words.
+
+    "Yes, on the train. It's a stethoscope engraved with a little wave" is found for "What did her
+    colleagues give her when she left?" only with the question it answers. Notes that are no
+    transcript's turns (an agent's notes written within the hour are linked too) keep their own
+    text alone: the turn before them is no context of theirs. One statement for all of them. When
+    the turn before is edited or deleted, the database makes the reply's vector pending again
+    (migration 0021), so no vector keeps words its text no longer answers."""
+    replies = {
+        m.id: m.thread_previous_id
+        for m in memories
+        if m.thread_previous_id and _TRANSCRIPT_TURN.match(m.text) and len(_WORD.findall(m.text)) <= REPLY_WORDS
+    }
+    if not replies:
+        return {}
+    before = dict(Memory.objects.filter(id__in=set(replies.values())).values_list("id", "text"))
+    return {
+        reply: before[previous]
+        for reply, previous in replies.items()
+        if previous in before and _TRANSCRIPT_TURN.match(before[previous])
+    }
 
 
 def pending_memory_ids(*, tenant_id: str, limit: int, model: str | None = None) -> list[str]:
@@ -65,7 +108,7 @@ def embed_memories(*, tenant_id: str, memory_ids: list[str], backend=None, mark_
     if not memories:
         return 0
     try:
-        vectors = backend.embed_passages([embedding_document(m) for m in memories])
+        vectors = backend.embed_passages(embedding_documents(memories))
     except EmbeddingUnavailable:
         return 0
     now = timezone.now()
@@ -101,7 +144,7 @@ def vectors_refresh(*, tenant_id: str, before, limit: int, backend=None) -> int:
     if not stale:
         return 0
     try:
-        vectors = backend.embed_passages([embedding_document(row.memory) for row in stale])
+        vectors = backend.embed_passages(embedding_documents([row.memory for row in stale]))
     except EmbeddingUnavailable:
         return 0
     now = timezone.now()

@@ -536,7 +536,14 @@ def speaker_pattern(people: list[str]) -> str:
     if not all(len(p) == 12 and set(p) <= set("0123456789abcdef") for p in people):
         raise ValueError("people must be pseudonyms' hex digits")
     names = "|".join(people)
-    return rf"(?n)^{_LINE_START}{_STAMP}{_EMPHASIS}<PERSON_(?:{names})>{_AFTER_NAME}"
+    return rf"(?n)^{speaker_line(f'<PERSON_(?:{names})>')}"
+
+
+def speaker_line(speaker: str) -> str:
+    """A regular expression (PostgreSQL's and Python's alike) for the opening of a line spoken by
+    ``speaker`` (a regular expression itself): an optional list or quote marker, a time or a date,
+    emphasis, the name, an optional parenthesis, and a colon."""
+    return rf"{_LINE_START}{_STAMP}{_EMPHASIS}{speaker}{_AFTER_NAME}"
 
 
 def spoken_by(ids, *, people: list[str]) -> set[uuid.UUID]:

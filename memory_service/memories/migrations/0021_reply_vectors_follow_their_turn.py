@@ -1,0 +1,49 @@
+"""A reply's vector holds the turn it answers (``embedding.reply_context``), so it must not outlive
+that turn's text: when the turn before a memory is deleted (the link is set to null by the foreign
+key, whichever path deletes), when the link changes, or when the turn before's text is edited, the
+memory's vectors are deleted and it is pending again; the worker's sweep embeds it anew. Done by
+the database, so the service, a command, an erasure, retention and a raw statement all reach it.
+"""
+
+from django.db import migrations
+
+TRIGGERS = """
+CREATE FUNCTION memory_reply_vectors_link_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memories_memoryembedding WHERE memory_id = NEW.id;
+    NEW.embedding_status := 'pending';
+    RETURN NEW;
+END $$;
+CREATE TRIGGER memory_reply_vectors_link_changed
+    BEFORE UPDATE OF thread_previous_id ON memories_memory
+    FOR EACH ROW WHEN (OLD.thread_previous_id IS DISTINCT FROM NEW.thread_previous_id)
+    EXECUTE FUNCTION memory_reply_vectors_link_changed();
+
+CREATE FUNCTION memory_reply_vectors_turn_edited() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memories_memoryembedding e USING memories_memory m
+        WHERE m.thread_previous_id = NEW.id AND e.memory_id = m.id;
+    UPDATE memories_memory SET embedding_status = 'pending'
+        WHERE thread_previous_id = NEW.id AND embedding_status <> 'pending';
+    RETURN NULL;
+END $$;
+CREATE TRIGGER memory_reply_vectors_turn_edited
+    AFTER UPDATE OF text ON memories_memory
+    FOR EACH ROW WHEN (OLD.text IS DISTINCT FROM NEW.text)
+    EXECUTE FUNCTION memory_reply_vectors_turn_edited();
+"""
+
+DROP = """
+DROP TRIGGER memory_reply_vectors_turn_edited ON memories_memory;
+DROP FUNCTION memory_reply_vectors_turn_edited();
+DROP TRIGGER memory_reply_vectors_link_changed ON memories_memory;
+DROP FUNCTION memory_reply_vectors_link_changed();
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("memories", "0020_thread_previous"),
+    ]
+
+    operations = [migrations.RunSQL(sql=TRIGGERS, reverse_sql=DROP)]
