@@ -4,7 +4,22 @@ Each returns a replacement of one of ``memory_service.retrieval.search``'s funct
 them) that behaves as the service's but for the one change a study measures.
 """
 
+from contextlib import contextmanager
 from types import SimpleNamespace
+
+
+@contextmanager
+def patched(module, **values):
+    """``module``'s attributes set to ``values`` within the block, restored after."""
+    before = {name: getattr(module, name) for name in values}
+    for name, value in values.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(module, name, value)
+
 
 # Each candidate's thread: the first turn reached by walking its links up.
 _FIRST_TURN_SQL = """
