@@ -51,7 +51,8 @@ def reply_context(memories: list[Memory]) -> dict:
     }
     if not replies:
         return {}
-    before = dict(Memory.objects.filter(id__in=set(replies.values())).values_list("id", "text"))
+    tenants = {m.tenant_id for m in memories}
+    before = dict(Memory.objects.filter(tenant_id__in=tenants, id__in=set(replies.values())).values_list("id", "text"))
     return {
         reply: before[previous]
         for reply, previous in replies.items()
