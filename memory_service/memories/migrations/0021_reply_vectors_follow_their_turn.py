@@ -3,6 +3,8 @@ that turn's text: when the turn before a memory is deleted (the link is set to n
 key, whichever path deletes), when the link changes, or when the turn before's text is edited, the
 memory's vectors are deleted and it is pending again; the worker's sweep embeds it anew. Done by
 the database, so the service, a command, an erasure, retention and a raw statement all reach it.
+A row lock taken for the change waits for a worker embedding that reply, so a vector made from the
+text before is deleted after that worker commits, not before.
 """
 
 from django.db import migrations
@@ -19,12 +21,14 @@ CREATE TRIGGER memory_reply_vectors_link_changed
     FOR EACH ROW WHEN (OLD.thread_previous_id IS DISTINCT FROM NEW.thread_previous_id)
     EXECUTE FUNCTION memory_reply_vectors_link_changed();
 
+-- The replies' rows first: a worker embedding one holds its row until it commits, and the delete
+-- after it (a statement of its own, with a snapshot taken after that wait) then removes the
+-- vector that worker made from the text before the edit.
 CREATE FUNCTION memory_reply_vectors_turn_edited() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    UPDATE memories_memory SET embedding_status = 'pending' WHERE thread_previous_id = NEW.id;
     DELETE FROM memories_memoryembedding e USING memories_memory m
         WHERE m.thread_previous_id = NEW.id AND e.memory_id = m.id;
-    UPDATE memories_memory SET embedding_status = 'pending'
-        WHERE thread_previous_id = NEW.id AND embedding_status <> 'pending';
     RETURN NULL;
 END $$;
 CREATE TRIGGER memory_reply_vectors_turn_edited
