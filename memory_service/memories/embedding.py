@@ -36,14 +36,17 @@ def embedding_documents(memories: list[Memory]) -> list[str]:
 def reply_context(memories: list[Memory]) -> dict:
     """Memory id → the stored text of the turn it answers, for those of ``memories`` that are short
     replies in a transcript: a note linked to the turn before it (``Memory.thread_previous``), both
-    opening with a speaker's masked name and a colon, the reply of at most ``REPLY_WORDS`` words.
+    opening with a speaker's masked name and a colon, the reply of at most ``REPLY_WORDS`` words,
+    and the first memory linked to that turn (by creation, then id: a note written later with an
+    earlier time can be linked to a turn that already has its reply).
 
     "Yes, on the train. It's a stethoscope engraved with a little wave" is found for "What did her
     colleagues give her when she left?" only with the question it answers. Notes that are no
     transcript's turns (an agent's notes written within the hour are linked too) keep their own
-    text alone: the turn before them is no context of theirs. One statement for all of them. When
-    the turn before is edited or deleted, the database makes the reply's vector pending again
-    (migration 0021), so no vector keeps words its text no longer answers."""
+    text alone: the turn before them is no context of theirs. Two statements for all of them.
+    When the turn before is deleted or its text edited, the database makes its first reply pending
+    again (migration 0021), so no vector keeps words its text no longer answers; one reply a turn
+    at most, so an edit costs at most one more embedding."""
     replies = {
         m.id: m.thread_previous_id
         for m in memories
@@ -51,12 +54,18 @@ def reply_context(memories: list[Memory]) -> dict:
     }
     if not replies:
         return {}
-    tenants = {m.tenant_id for m in memories}
-    before = dict(Memory.objects.filter(tenant_id__in=tenants, id__in=set(replies.values())).values_list("id", "text"))
+    tenants, turns = {m.tenant_id for m in memories}, set(replies.values())
+    before = dict(Memory.objects.filter(tenant_id__in=tenants, id__in=turns).values_list("id", "text"))
+    first = dict(
+        Memory.objects.filter(tenant_id__in=tenants, thread_previous_id__in=turns)
+        .order_by("thread_previous_id", "created_at", "id")
+        .distinct("thread_previous_id")
+        .values_list("thread_previous_id", "id")
+    )
     return {
-        reply: before[previous]
-        for reply, previous in replies.items()
-        if previous in before and _TRANSCRIPT_TURN.match(before[previous])
+        reply: before[turn]
+        for reply, turn in replies.items()
+        if first.get(turn) == reply and turn in before and _TRANSCRIPT_TURN.match(before[turn])
     }
 
 

@@ -394,11 +394,18 @@ def latin_view(text: str) -> str:
 
 # What only a person follows or precedes, when a name is written in lower case (chat, commit
 # messages): greetings and thanks, "cc", "ping", "ask", "tell", an "@", labels of a person's role.
-# "with", "by", "from" and "to" alone are not among them: a tool follows them as often ("build with hugo").
+# "with", "by", "from" and "to" alone are not among them: a tool follows them as often ("build with hugo");
+# nor "ping", which a host name follows ("ping odin").
 _LOWER_CASE_CUES = (
-    "hi", "hey", "hello", "thanks", "thank you", "thx", "ty", "cc", "ping", "pinged", "ask", "asked", "tell", "told",
+    "hi", "hey", "hello", "thanks", "thank you", "thx", "ty", "cc", "pinged", "ask", "asked", "tell", "told",
     "per", "paired with", "talked to", "talked with", "spoke to", "spoke with", "talking to", "talking with",
     "reviewed by", "approved by", "assigned to", "owner:", "owners:", "assignee:", "reviewer:", "reviewers:",
+)  # fmt: skip
+# Assistants, bots and tools that bear a given name, which notes write in lower case after the same
+# cues ("asked claude to refactor", "@jules review this", "ask gerrit"); in capitals they stay names.
+_LOWER_CASE_NOT_PEOPLE = frozenset(
+    {"claude", "devin", "cody", "jules", "gerrit", "jarvis", "percy", "kate", "athena", "odin", "otto", "felix",
+     "alexa", "siri", "cortana"}
 )  # fmt: skip
 # The end of a word that is no handle's part ("kenji-bot", "@kenji.w", "priya_r"; "kenji." ends a sentence).
 _NOT_IN_A_WORD = r"(?![\p{L}\p{N}_@]|[./\-][\p{L}\p{N}])"
@@ -436,29 +443,38 @@ class EnglishNames:
 
     def _lower_case_names(self, text: str) -> list[NameSpan]:
         """Names written in lower case where only a person can stand: after a greeting, a thanks,
-        a "cc", "ping", "ask" or "tell", an "@", a label such as "owner:", or before "says" / "said"
+        a "cc", "pinged", "ask" or "tell", an "@", a label such as "owner:", or before "says" / "said"
         ("thanks kenji", "cc @priya", "reviewed by ingrid and pavel", "sven says"). The word must be
-        a given name of the lexicon and no English or software word ("ask will", "thanks grace",
-        "with hugo" stay): a model reads capitals as the mark of a name, so it never sees these."""
+        a given name of the lexicon and no English or software word, nor an assistant's ("ask will",
+        "thanks grace", "with hugo", "asked claude" stay): a model reads capitals as the mark of a
+        name, so it never sees these."""
         first, last, common = self.lexicon
 
         def given(word: str) -> bool:
-            return word.capitalize() in first and not _a_word(word, common) and word not in _ENGINEERING_WORDS
+            return (
+                word.capitalize() in first
+                and not _a_word(word, common)
+                and word not in _ENGINEERING_WORDS
+                and word not in _LOWER_CASE_NOT_PEOPLE
+            )
+
+        def with_family_name(end: int) -> int:
+            family = _LOWER_CASE_NEXT_WORD.match(text, end)
+            if family and family.group(1).capitalize() in last and not _a_word(family.group(1), common):
+                return family.end()  # "thanks kenji watanabe"
+            return end
 
         spans: list[NameSpan] = []
         for match in _LOWER_CASE_NAME.finditer(text):
             word = match.group("after_cue") or match.group("before_cue")
             start = match.start("after_cue") if match.group("after_cue") else match.start("before_cue")
-            if not given(word):
+            if not given(word) or _overlaps_any((start, start + len(word)), [span[:2] for span in spans]):
                 continue
-            end = start + len(word)
-            family = _LOWER_CASE_NEXT_WORD.match(text, end)
-            if family and family.group(1).capitalize() in last and not _a_word(family.group(1), common):
-                end = family.end()  # "thanks kenji watanabe"
+            end = with_family_name(start + len(word))
             spans.append((start, end, PERSON))
             while (more := _LOWER_CASE_AND_NAME.match(text, end)) and given(more.group(1)):
-                spans.append((more.start(1), more.end(1), PERSON))  # "ingrid and pavel", "kenji, priya"
-                end = more.end(1)
+                end = with_family_name(more.end(1))  # "ingrid and pavel novak", "kenji, priya"
+                spans.append((more.start(1), end, PERSON))
         return spans
 
     def _spans(self, doc, cuts: frozenset[int] = frozenset()) -> list[NameSpan]:

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from memory_service.embeddings.backends import get_backend
-from memory_service.memories.embedding import embedding_document, embedding_documents
+from memory_service.memories.embedding import embed_memories, embedding_document, embedding_documents
 from memory_service.memories.models import EmbeddingStatus, Memory, MemoryEmbedding
 from tenants.context import tenant_context
 
@@ -83,11 +83,34 @@ def test_editing_or_deleting_the_turn_before_makes_the_reply_pending_again(api_c
     assert "sweet" not in _documents(tenant, [ids[3]])[ids[3]]
 
 
+def test_only_the_first_note_linked_to_a_turn_is_given_it(api_client, tenant, embed_all):
+    """A note written later with an earlier time is linked to a turn that already has its reply:
+    it keeps its own text, and an edit of the turn makes only the first reply pending."""
+    ids = _bulk(api_client, [QUESTION, REPLY])
+    note = {"scope": "user", "user": "u1", "kind": "note", "text": "Melanie: And a card.",
+            "occurred_at": "2026-05-08T13:00:30Z"}  # fmt: skip
+    late = api_client.post("/api/v1/memories", note, format="json")
+    assert late.status_code == 201, late.content
+    late_id = late.json()["id"]
+    with tenant_context(tenant.id):
+        assert str(Memory.objects.get(id=late_id).thread_previous_id) == ids[0]
+    documents = _documents(tenant, [ids[1], late_id])
+    assert "Did they give you anything" in documents[ids[1]]
+    assert "Did they give you anything" not in documents[late_id]
+    embed_all()
+    assert api_client.patch(f"/api/v1/memories/{ids[0]}", {"text": "Caroline: hi"}, format="json").status_code == 200
+    assert _state(tenant, ids[1]) == (EmbeddingStatus.PENDING, 0)
+    assert _state(tenant, late_id) == (EmbeddingStatus.READY, 1)
+
+
 def test_another_tenants_edit_never_reaches_our_replies(api_client, other_client, tenant, other_tenant, embed_all):
     ours, theirs = _bulk(api_client, [QUESTION, REPLY]), _bulk(other_client, [QUESTION, REPLY])
     embed_all()
+    with tenant_context(other_tenant.id):
+        embed_memories(tenant_id=str(other_tenant.id), memory_ids=theirs, backend=get_backend())
+    assert _state(other_tenant, theirs[1]) == (EmbeddingStatus.READY, 1)
     edit = {"text": "Caroline: hi"}
     assert other_client.patch(f"/api/v1/memories/{ours[0]}", edit, format="json").status_code == 404
     assert other_client.patch(f"/api/v1/memories/{theirs[0]}", edit, format="json").status_code == 200
     assert _state(tenant, ours[1]) == (EmbeddingStatus.READY, 1)
-    assert _state(other_tenant, theirs[1])[0] == EmbeddingStatus.PENDING
+    assert _state(other_tenant, theirs[1]) == (EmbeddingStatus.PENDING, 0)

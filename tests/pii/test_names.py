@@ -338,17 +338,21 @@ def test_a_name_after_an_at_sign_a_dash_or_a_parenthesis_or_written_otherwise_is
         ("@kofi the panel is fixed", "@<PERSON> the panel is fixed"),
         ("looks good. thanks, priya. cc tomasz.", "looks good. thanks, <PERSON>. cc <PERSON>."),
         ("ask kenji watanabe before touching the vpc", "ask <PERSON> before touching the vpc"),
-        ("reviewed by ingrid and pavel; ruff passes", "reviewed by <PERSON> and <PERSON>; ruff passes"),
+        ("reviewed by ingrid and pavel novak; ruff passes", "reviewed by <PERSON> and <PERSON>; ruff passes"),
+        ("thanks kenji watanabe and priya raman", "thanks <PERSON> and <PERSON>"),
+        ("cc priya and kenji says it works", "cc <PERSON> and <PERSON> says it works"),
         ("sven says the lag alert fires too early", "<PERSON> says the lag alert fires too early"),
         ("レビューは cc @priya で。", "レビューは cc @<PERSON> で。"),
         # No person can be told from a word, a tool or a handle written otherwise.
         ("ask will about it; thanks grace; hey mark", "ask will about it; thanks grace; hey mark"),
-        (
-            "we build the docs with hugo; the pipeline runs in luigi",
-            "we build the docs with hugo; the pipeline runs in luigi",
-        ),
         ("thanks kenji-bot; ping @kenji.w; cc priya_r", "thanks kenji-bot; ping @kenji.w; cc priya_r"),
         ("ping redis, thanks postgres", "ping redis, thanks postgres"),
+        # Assistants and bots named like people; after "ping" a host, often named like a person.
+        (
+            "asked claude to refactor; @jules review this; ask gerrit",
+            "asked claude to refactor; @jules review this; ask gerrit",
+        ),
+        ("ping priya from the bastion", "ping priya from the bastion"),
     ],
 )
 def test_a_lower_case_name_where_only_a_person_can_stand_is_masked(masker, policy, text, masked):

@@ -1,10 +1,11 @@
 """A reply's vector holds the turn it answers (``embedding.reply_context``), so it must not outlive
 that turn's text: when the turn before a memory is deleted (the link is set to null by the foreign
-key, whichever path deletes), when the link changes, or when the turn before's text is edited, the
-memory's vectors are deleted and it is pending again; the worker's sweep embeds it anew. Done by
-the database, so the service, a command, an erasure, retention and a raw statement all reach it.
-A row lock taken for the change waits for a worker embedding that reply, so a vector made from the
-text before is deleted after that worker commits, not before.
+key, whichever path deletes) or when the link changes, the memory's vectors are deleted and it is
+pending again; when a turn's text is edited, so are those of its first reply (the only memory
+``reply_context`` gives a turn to: an edit costs one embedding more at most). The worker's sweep
+embeds them anew. Done by the database, so the service, a command, an erasure, retention and a raw
+statement all reach it. A row lock taken for the change waits for a worker embedding that reply,
+so a vector made from the text before is deleted after that worker commits, not before.
 """
 
 from django.db import migrations
@@ -21,14 +22,19 @@ CREATE TRIGGER memory_reply_vectors_link_changed
     FOR EACH ROW WHEN (OLD.thread_previous_id IS DISTINCT FROM NEW.thread_previous_id)
     EXECUTE FUNCTION memory_reply_vectors_link_changed();
 
--- The replies' rows first: a worker embedding one holds its row until it commits, and the delete
--- after it (a statement of its own, with a snapshot taken after that wait) then removes the
--- vector that worker made from the text before the edit.
+-- The first memory linked to the edited turn, the one reply ``reply_context`` gives it to. Its row
+-- first: a worker embedding it holds that row until it commits, and the delete after (a statement
+-- of its own, with a snapshot taken after that wait) then removes the vector made from the text
+-- before the edit.
 CREATE FUNCTION memory_reply_vectors_turn_edited() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    reply uuid;
 BEGIN
-    UPDATE memories_memory SET embedding_status = 'pending' WHERE thread_previous_id = NEW.id;
-    DELETE FROM memories_memoryembedding e USING memories_memory m
-        WHERE m.thread_previous_id = NEW.id AND e.memory_id = m.id;
+    SELECT id INTO reply FROM memories_memory WHERE thread_previous_id = NEW.id ORDER BY created_at, id LIMIT 1;
+    IF reply IS NOT NULL THEN
+        UPDATE memories_memory SET embedding_status = 'pending' WHERE id = reply;
+        DELETE FROM memories_memoryembedding WHERE memory_id = reply;
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER memory_reply_vectors_turn_edited
