@@ -13,6 +13,8 @@ from memory_service.retrieval.lexical import date_terms
 #: A reply of at most this many words (a CJK character half a word; the speaker's name one) is
 #: embedded with the turn it answers (``reply_context``): bench/RESULTS.md, "A reply's vector".
 REPLY_WORDS = 36
+#: Of the turn a reply answers, its last this many words (a long turn would drown the reply).
+ANSWERED_WORDS = 72
 _WORD = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}]{1,2}|[^\s\p{Han}\p{Hiragana}\p{Katakana}]+")
 # A turn of a transcript: its first line opens with a speaker's masked name and a colon, in the
 # forms search reads a speaker in (``retrieval.candidates.speaker_pattern``).
@@ -34,11 +36,12 @@ def embedding_documents(memories: list[Memory]) -> list[str]:
 
 
 def reply_context(memories: list[Memory]) -> dict:
-    """Memory id → the stored text of the turn it answers, for those of ``memories`` that are short
-    replies in a transcript: a note linked to the turn before it (``Memory.thread_previous``), both
-    opening with a speaker's masked name and a colon, the reply of at most ``REPLY_WORDS`` words,
-    and the first memory linked to that turn (by creation, then id: a note written later with an
-    earlier time can be linked to a turn that already has its reply).
+    """Memory id → the stored text of the turn it answers (of a long turn, its last
+    ``ANSWERED_WORDS`` words), for those of ``memories`` that are short replies in a transcript: a
+    note linked to the turn before it (``Memory.thread_previous``), both opening with a speaker's
+    masked name and a colon, the reply of at most ``REPLY_WORDS`` words and the first memory linked
+    to that turn (by creation, then id: a note written later with an earlier time can be linked to
+    a turn that already has its reply).
 
     "Yes, on the train. It's a stethoscope engraved with a little wave" is found for "What did her
     colleagues give her when she left?" only with the question it answers. Notes that are no
@@ -63,10 +66,16 @@ def reply_context(memories: list[Memory]) -> dict:
         .values_list("thread_previous_id", "id")
     )
     return {
-        reply: before[turn]
+        reply: _last_words(before[turn], ANSWERED_WORDS)
         for reply, turn in replies.items()
         if first.get(turn) == reply and turn in before and _TRANSCRIPT_TURN.match(before[turn])
     }
+
+
+def _last_words(text: str, count: int) -> str:
+    """``text`` from the start of its ``count``-th word from the end (all of it when shorter)."""
+    starts = [word.start() for word in _WORD.finditer(text)]
+    return text if len(starts) <= count else text[starts[-count] :]
 
 
 def pending_memory_ids(*, tenant_id: str, limit: int, model: str | None = None) -> list[str]:

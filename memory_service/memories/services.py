@@ -677,15 +677,24 @@ EDITABLE_FIELDS = {"text", "title", "tags", "metadata", "solved_query", "kind", 
                    "valid_until", "occurred_at"}  # fmt: skip
 
 
-def _locked_memory(*, principal: Principal, memory_id: uuid.UUID | str) -> Memory:
+def _locked_memory(*, principal: Principal, memory_id: uuid.UUID | str, first_reply: bool = False) -> Memory:
     """The memory ``memory_get`` returns, locked until the transaction ends; NotFoundError if it
     was deleted while we waited for the lock.
 
     The lock also waits for an embedder writing the memory's vector (it holds the row meanwhile),
-    so a delete or an edit that follows sees that vector and removes it.
+    so a delete or an edit that follows sees that vector and removes it. ``first_reply``: the
+    first memory linked to it (whose vector an edit of its text makes pending, migration 0021) is
+    locked in the same statement, both in id order as every statement locking several memories
+    does, so that the edit never waits for it while holding this one.
     """
     visible = memory_get(principal=principal, memory_id=memory_id)
-    memory = Memory.objects.for_tenant(principal.tenant).select_for_update(of=("self",)).filter(id=visible.id).first()
+    memories = Memory.objects.for_tenant(principal.tenant)
+    ids = [visible.id]
+    if first_reply:
+        reply = memories.filter(thread_previous_id=visible.id).order_by("created_at", "id").values_list("id", flat=True)
+        ids += reply[:1]
+    locked = memories.select_for_update(of=("self",)).filter(id__in=ids).order_by("id")
+    memory = next((m for m in locked if m.id == visible.id), None)
     if memory is None:
         raise NotFoundError()
     return memory
@@ -706,7 +715,7 @@ def memory_update(*, principal: Principal, memory_id: uuid.UUID | str, changes: 
     if "text" in changes:
         check_raw_text(changes["text"])
     with transaction.atomic():
-        memory = _locked_memory(principal=principal, memory_id=memory_id)
+        memory = _locked_memory(principal=principal, memory_id=memory_id, first_reply="text" in changes)
         free_text = {name: changes[name] for name in MASKED_FIELDS if name in changes}
         masked = mask_fields(tenant=principal.tenant, fields=free_text)
         before = {name: getattr(memory, name) for name in REVIEWED_FIELDS}

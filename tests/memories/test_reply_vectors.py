@@ -59,6 +59,14 @@ def test_a_short_reply_is_embedded_with_the_turn_it_answers_and_nothing_else_is(
     assert not np.allclose(stored, own, atol=1e-3)
 
 
+def test_of_a_long_turn_a_reply_is_given_the_end_only(api_client, tenant):
+    opening = "Caroline: " + " ".join(["the harbour was busy"] * 40)
+    ids = _bulk(api_client, [opening + " and did they give you anything at the clinic?", REPLY])
+    document = _documents(tenant, ids)[ids[1]]
+    assert "did they give you anything at the clinic?" in document
+    assert document.count("harbour") < 40 and len(document.split()) < 72 + 20
+
+
 def test_editing_or_deleting_the_turn_before_makes_the_reply_pending_again(api_client, tenant, embed_all):
     ids = _bulk(api_client, [QUESTION, REPLY, "Caroline: Oh, that is sweet.", "Melanie: It was."])
     embed_all()
