@@ -365,8 +365,7 @@ _SEPARATOR_BY_A_LETTER = regex.compile(r"[\[\]()@|:](?=\p{Latin})|(?<=\p{Latin})
 # In any note, a slash between two capitalised words, but after a time zone's area ("Asia/Tokyo"):
 # "Mei Lin/Arjun Mehta", "Kenji/Priya".
 _SLASH_BETWEEN_WORDS = regex.compile(
-    r"(?<=\p{Lu}\p{Ll}+)(?<!Africa|America|Antarctica|Arctic|Asia|Atlantic|Australia|Europe|Indian|Pacific)"
-    r"/(?=\p{Lu}\p{Ll})"
+    r"(?<=\p{Lu}\p{Ll}+)(?<!" + "|".join(sorted(_TIME_ZONE_AREAS)) + r")/(?=\p{Lu}\p{Ll})"
 )
 # In any note, an at sign, a dash, or a parenthesis after a word, right before a capital:
 # "@Kenji Watanabe", "—Priya Raman", "TODO(Kenji Watanabe)".
@@ -393,7 +392,7 @@ def latin_view(text: str) -> str:
 
 
 # What only a person follows or precedes, when a name is written in lower case (chat, commit
-# messages): greetings and thanks, "cc", "ping", "ask", "tell", an "@", labels of a person's role.
+# messages): greetings and thanks, "cc", "pinged", "ask", "tell", an "@", labels of a person's role.
 # "with", "by", "from" and "to" alone are not among them: a tool follows them as often ("build with hugo");
 # nor "ping", which a host name follows ("ping odin").
 _LOWER_CASE_CUES = (

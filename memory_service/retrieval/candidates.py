@@ -520,7 +520,7 @@ def rescore_similarities(vector, *, ids: list[uuid.UUID], backend: EmbeddingBack
 # How a transcript writes a turn's speaker at the start of a line, around the masked name: a list
 # marker ("-", "1.") or a quote's, a time or date ("[10:32]", "2025-02-08 14:05", "【10:32】"),
 # emphasis ("**…**"), a parenthesis after the name ("(10:32)"), then a colon, ASCII or full-width.
-# PostgreSQL's regular expressions, newline-sensitive ("(?n)": "^" starts every line).
+# Regular expressions PostgreSQL and Python read alike (``speaker_pattern`` adds "(?n)^": every line).
 _LINE_START = r"[ \t]*(?:(?:[-*>\u2022]|\d{1,3}[.)])[ \t]*)?"
 _STAMP = (
     r"(?:[\[\u3010][^]\u3011\n]{1,40}[]\u3011][ \t]*"
