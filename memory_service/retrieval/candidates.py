@@ -54,6 +54,7 @@ from memory_service.embeddings.backends import EmbeddingBackend
 from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, Kind, Memory, MemoryEmbedding
 from memory_service.memories.selectors import SUPERSESSION_LINKS_LATERAL
 from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
+from memory_service.retrieval.times import TIME_PATTERN
 
 CANDIDATES = 50
 RECENT_COUNT = 3
@@ -559,6 +560,20 @@ def spoken_by(ids, *, people: list[str]) -> set[uuid.UUID]:
         cursor.execute(
             "SELECT m.id FROM memories_memory m WHERE m.id = ANY(%s) AND m.text ~ %s",
             [list(ids), speaker_pattern(people)],
+        )
+        return {memory_id for (memory_id,) in cursor.fetchall()}
+
+
+def stating_a_time(ids) -> set[uuid.UUID]:
+    """Those of ``ids`` (candidates of this search) whose title or text states a time
+    (``times.TIME_PATTERN``: "on Tuesday", "last week", "two days", "昨日"). One statement over the
+    primary key."""
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id FROM memories_memory m WHERE m.id = ANY(%s) AND (m.text ~ %s OR m.title ~ %s)",
+            [list(ids), TIME_PATTERN, TIME_PATTERN],
         )
         return {memory_id for (memory_id,) in cursor.fetchall()}
 

@@ -1,0 +1,146 @@
+"""A question that asks when lifts the candidates that state a time (``search.times_for_when_questions``):
+the question read in Python (``times.asks_when``), the candidates' texts matched in PostgreSQL
+(``candidates.stating_a_time``, ``times.TIME_PATTERN``), real masking, real search."""
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from memory_service.retrieval import candidates
+from memory_service.retrieval.search import RANKING, memory_search
+from memory_service.retrieval.times import asks_when, states_a_time
+from tenants.access import Principal
+from tenants.context import tenant_context
+from tenants.models import ApiToken
+
+pytestmark = pytest.mark.django_db
+
+# The question's words are in Tobias's turn; Ines's first turn says when.
+TURNS = [
+    "Ines: He arrived on Tuesday with four boxes and a bike.",
+    "Tobias: So your brother finally moved in with you? Brave.",
+    "Ines: The hall is full of his boxes now.",
+]
+QUESTION = "When did Ines's brother move in with her?"
+
+ASKS_WHEN = [
+    "When did Jonas move in?",
+    "when was the launch",
+    "  What day did the van arrive?",
+    "Which month was the party?",
+    "On what date was the contract signed?",
+    "How long did the cutover take?",
+    "Since when has the cache been on?",
+    "At what time does the job run?",
+    "threeds_v2 の展開が100%に達したのはいつ?",
+    "バックアップは何日分残る?",
+]
+ASKS_SOMETHING_ELSE = [
+    "When the build broke, why did the deploy go on?",
+    "What did Jonas bring when he moved in?",
+    "Who moved in with Ines?",
+    "What is the connection pool size?",
+    "How many boxes did he bring?",
+    "接続プールの上限は?",
+]
+
+STATES_A_TIME = [
+    "He arrived on Tuesday.",
+    "we went yesterday",
+    "Last week the boat was launched.",
+    "It took two days.",
+    "a couple of weeks ago",
+    "We're launching on the 27th!",
+    "on the first of the month",
+    "In May we moved.",
+    "The job runs at 10:30 every night.",
+    "Meet at 7pm.",
+    "Released 2025-03-04.",
+    "Over Christmas the office was closed.",
+    "昨日、移行した。",
+    "3日間かかった。",
+    "11月10日に100%に到達した。",
+    "先週の金曜に決めた。",
+]
+STATES_NO_TIME = [
+    "It may rain, and we march on.",
+    "Seventh out of nine in the slow race.",
+    "The pool size is 10 with no overflow.",
+    "Use `max_retries=3` for the client.",
+    "The daylight was lovely.",
+    "接続プールの上限は10にする。",
+]
+
+
+def _write(client, text):
+    response = client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def _scores(tenant, query=QUESTION, ranking=RANKING) -> dict[str, float]:
+    with tenant_context(tenant.id):
+        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
+        hits = memory_search(principal=principal, query=query, user="u1", ranking=ranking).hits
+    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"), [(q, True) for q in ASKS_WHEN] + [(q, False) for q in ASKS_SOMETHING_ELSE]
+)
+def test_a_question_asks_when_by_its_opening_or_a_japanese_question_word(query, expected):
+    assert asks_when(query) is expected
+
+
+def test_the_database_and_python_read_the_same_times(api_client, tenant):
+    texts = STATES_A_TIME + STATES_NO_TIME
+    ids = [uuid.UUID(_write(api_client, text)) for text in texts]
+    with tenant_context(tenant.id):
+        stating = candidates.stating_a_time(ids)
+    assert stating == {i for i, text in zip(ids, texts, strict=True) if text in STATES_A_TIME}
+    assert [states_a_time(text) for text in texts] == [text in STATES_A_TIME for text in texts]
+
+
+def test_a_title_that_states_a_time_counts(api_client, tenant):
+    response = api_client.post(
+        "/api/v1/memories",
+        {"scope": "user", "user": "u1", "title": "Cutover on Saturday", "text": "The database moved to 16."},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    memory_id = uuid.UUID(response.json()["id"])
+    with tenant_context(tenant.id):
+        assert candidates.stating_a_time([memory_id]) == {memory_id}
+
+
+def test_a_when_question_lifts_the_candidates_that_state_a_time(api_client, tenant):
+    ids = [_write(api_client, text) for text in TURNS]
+    without = _scores(tenant, ranking=replace(RANKING, when=0.0))
+    scores = _scores(tenant)
+    bonus = RANKING.when
+    assert bonus == 0.3
+
+    assert set(scores) == set(without) and set(ids) <= set(scores)
+    for memory_id, score in scores.items():
+        assert score == pytest.approx(without[memory_id] + (bonus if memory_id == ids[0] else 0.0))
+    # Without the bonus the turn sharing the question's words ranks above the one that says when.
+    assert without[ids[1]] > without[ids[0]]
+    assert scores[ids[0]] > scores[ids[1]]
+
+
+def test_a_question_that_does_not_ask_when_moves_nothing(api_client, tenant):
+    for text in TURNS:
+        _write(api_client, text)
+    query = "What did Ines's brother bring when he moved in?"
+    assert _scores(tenant, query, replace(RANKING, when=0.3)) == pytest.approx(
+        _scores(tenant, query, replace(RANKING, when=0.0))
+    )
+
+
+def test_another_tenant_never_learns_which_memory_states_a_time(api_client, tenant, other_tenant):
+    ids = [uuid.UUID(_write(api_client, text)) for text in TURNS]
+    with tenant_context(tenant.id):
+        assert candidates.stating_a_time(ids) == {ids[0]}
+    with tenant_context(other_tenant.id):
+        assert candidates.stating_a_time(ids) == set()
