@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from memory_service.retrieval import candidates
-from memory_service.retrieval.search import RANKING, memory_search
+from memory_service.retrieval.search import RANKING, memory_search, times_for_when_questions
 from memory_service.retrieval.times import asks_when, states_a_time
 from tenants.access import Principal
 from tenants.context import tenant_context
@@ -157,3 +157,14 @@ def test_another_tenant_never_learns_which_memory_states_a_time(api_client, tena
         assert candidates.stating_a_time(ids) == {ids[0]}
     with tenant_context(other_tenant.id):
         assert candidates.stating_a_time(ids) == set()
+
+
+def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_client, tenant):
+    ids = [uuid.UUID(_write(api_client, text)) for text in TURNS]  # the first states a time
+    scores = {ids[0]: 0.1, ids[1]: 1.0, ids[2]: 0.9}
+    with tenant_context(tenant.id):
+        # One result: the best is 1.0, so 0.1 + 0.3 cannot reach it and the turn is not read.
+        assert times_for_when_questions(scores, masked=QUESTION, bonus=0.3, top=1) == scores
+        # Three results: every candidate is in them, and the turn that says when gains the bonus.
+        lifted = times_for_when_questions(scores, masked=QUESTION, bonus=0.3, top=3)
+    assert lifted == pytest.approx({ids[0]: 0.4, ids[1]: 1.0, ids[2]: 0.9})
