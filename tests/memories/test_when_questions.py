@@ -168,3 +168,12 @@ def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_cli
         # Three results: every candidate is in them, and the turn that says when gains the bonus.
         lifted = times_for_when_questions(scores, masked=QUESTION, bonus=0.3, top=3)
     assert lifted == pytest.approx({ids[0]: 0.4, ids[1]: 1.0, ids[2]: 0.9})
+
+
+def test_a_long_note_is_read_for_a_time_in_its_first_thousand_characters(api_client, tenant):
+    filler = "The pool size stays at ten with no overflow. " * 40  # 1,800 characters that state no time
+    early = uuid.UUID(_write(api_client, "Decided on Tuesday. " + filler))
+    late = uuid.UUID(_write(api_client, filler + "Decided on Tuesday."))
+    with tenant_context(tenant.id):
+        assert candidates.stating_a_time([early, late]) == {early}
+    assert candidates.TIME_READ_CHARS == 1000 and states_a_time(filler + "Decided on Tuesday.")
