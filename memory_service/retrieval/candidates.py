@@ -571,17 +571,17 @@ TIME_READ_CHARS = 1000
 
 def stating_a_time(ids) -> set[uuid.UUID]:
     """Those of ``ids`` (candidates of this search) whose title or text states a time
-    (``times.states_a_time``: "on Tuesday", "last week", "two days", "昨日") within their first
-    ``TIME_READ_CHARS`` characters. One statement over the primary key reads them; they are matched
-    in Python (a pattern of every form costs ~50 µs a turn in PostgreSQL)."""
+    (``times.states_a_time``: "on Tuesday", "last week", "two days", "昨日") within the first
+    ``TIME_READ_CHARS`` characters of each. One statement over the primary key reads those; they are
+    matched in Python (a pattern of every form costs ~50 µs a turn in PostgreSQL)."""
     if not ids:
         return set()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT m.id, left(m.title || E'\\n' || m.text, %s) FROM memories_memory m WHERE m.id = ANY(%s)",
-            [TIME_READ_CHARS, list(ids)],
+            "SELECT m.id, left(m.title, %s), left(m.text, %s) FROM memories_memory m WHERE m.id = ANY(%s)",
+            [TIME_READ_CHARS, TIME_READ_CHARS, list(ids)],
         )
-        return {memory_id for memory_id, opening in cursor.fetchall() if opening and states_a_time(opening)}
+        return {memory_id for memory_id, title, text in cursor.fetchall() if states_a_time(f"{title}\n{text}")}
 
 
 def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:

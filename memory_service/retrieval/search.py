@@ -343,12 +343,13 @@ def named_speakers_first(scores: dict, *, masked: str, bonus: float) -> dict:
     return {memory_id: score + bonus * (memory_id in spoken) for memory_id, score in scores.items()}
 
 
-def times_for_when_questions(scores: dict, *, masked: str, bonus: float, top: int) -> dict:
+def times_for_when_questions(scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset()) -> dict:
     """memory id → score: ``scores`` (the candidates' scores) with ``bonus`` added to each candidate
     that states a time ("on Tuesday", "last week", "two days", "昨日": ``times.states_a_time``) when
     the query ``masked`` asks when something happened or how long it took (``times.asks_when``).
-    Only candidates that the bonus could bring into the best ``top`` are read: one below the
-    ``top``-th best score by more than ``bonus`` keeps its score, and stays out of the results.
+    Only the candidates that the bonus could bring into the best ``top`` are read, and every one of
+    ``pinned`` (they rank first whatever their score): an unpinned candidate below the ``top``-th
+    best score by more than ``bonus`` keeps its score, and stays out of the results.
 
     Such a question shares its topic with the turn that answers it but rarely a word of the answer:
     on the long-conversation set's training half 87 of the 95 evidence turns of such questions state
@@ -360,8 +361,9 @@ def times_for_when_questions(scores: dict, *, masked: str, bonus: float, top: in
     if not bonus or not scores or not asks_when(masked):
         return scores
     best = sorted(scores.values(), reverse=True)
-    floor = best[top - 1] - bonus if len(best) > top else float("-inf")
-    stating = candidates.stating_a_time([memory_id for memory_id, score in scores.items() if score >= floor])
+    floor = best[top - 1] - bonus - 1e-9 if len(best) > top else float("-inf")  # 1e-9: a sum's rounding
+    read = [memory_id for memory_id, score in scores.items() if score >= floor or memory_id in pinned]
+    stating = candidates.stating_a_time(read)
     return {memory_id: score + bonus * (memory_id in stating) for memory_id, score in scores.items()}
 
 
@@ -553,7 +555,8 @@ def memory_search(
         facts = {**facts, **fetched}
     scores = add_thread_neighbours(scores, facts, ranking.thread, fetched=fetched.keys())
     scores = named_speakers_first(scores, masked=masked, bonus=ranking.speaker)
-    scores = times_for_when_questions(scores, masked=masked, bonus=ranking.when, top=top)
+    pinned = {i for i in scores if is_pinned(facts[i])}
+    scores = times_for_when_questions(scores, masked=masked, bonus=ranking.when, top=top, pinned=pinned)
     ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)

@@ -16,75 +16,86 @@ from itertools import pairwise
 
 from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
 
-# Words that state a time alone; "May" and "March" only capitalised ("may", "march" are verbs).
+# Words that state a time alone; "May" and "March" as months only capitalised ("may", "march" are
+# verbs; "May I …" at a sentence's start is read as the month).
 _TIME_WORDS_TEXT = """monday tuesday wednesday thursday friday saturday sunday january february april june july
     august september october november december yesterday today tonight tomorrow weekend weekends ago
-    recently lately overnight christmas easter halloween thanksgiving midsummer"""
+    recently lately overnight noon midnight christmas easter halloween thanksgiving midsummer"""
 _TIME_WORDS = frozenset(_TIME_WORDS_TEXT.split())
 _CAPITALISED_MONTHS = re.compile(r"\b(?:May|March)\b")
-# Two words that state a time together: "last week", "following day", "two days", "a few weeks",
-# "couple of months", "(the first of) the month", "new year", "boxing day", "o'clock".
+# Two words that state a time together: "last week", "that night", "the following day", "two days",
+# "a few weeks", "couple of months", "(the first of) the month", "new year", "boxing day", "o'clock".
+# Not "this time" or "a second": no time is stated.
 _PAIRS_TEXT = {
-    "before a period": "last this next other following previous",
-    "period": "morning afternoon evening night day week month year spring summer autumn fall winter time",
+    "before a period": "last this next that same other following previous",
+    "period": "morning afternoon evening night day week month year spring summer autumn fall winter",
     "count": "a an one two three four five six seven eight nine ten eleven twelve several few couple",
-    "unit": """second seconds minute minutes hour hours day days night nights week weeks fortnight
-        fortnights month months year years decade decades""",
+    "unit": """minute minutes hour hours day days night nights week weeks fortnight fortnights month months
+        year years decade decades""",
 }
 _PAIR_WORDS = {kind: text.split() for kind, text in _PAIRS_TEXT.items()}
 _TIME_PAIRS = frozenset(
     [(w, p) for w in _PAIR_WORDS["before a period"] for p in _PAIR_WORDS["period"]]
     + [(c, u) for c in _PAIR_WORDS["count"] for u in _PAIR_WORDS["unit"]]
+    + [(c, "seconds") for c in _PAIR_WORDS["count"][3:]]
     + [("the", "month"), ("new", "year"), ("boxing", "day"), ("o", "clock")]
 )
 _LETTERS = re.compile(r"[^\W\d_]+")
-_AGE = re.compile(r"-(?:year|month|week|day)s?-old")  # "a twelve-year-old cat" is no time
-# Forms with digits: "10:30", "7 pm", "2025-03-04", "3/4", "2024", "2 days", "3rd of", "the 27th".
+# No time: an age ("a twelve-year-old cat") or a rate ("three times a day", "once a week", "per hour").
+_AGE_OR_RATE = re.compile(r"-(?:year|month|week|day)s?-old|\b(?:times|once|twice|per)(?: (?:an?|one))? [a-z]+\b")
+# Forms with digits: "10:30", "7 pm", "2025-03-04", "3/4" (month/day), "in 2024", "2 days", "3rd of",
+# "the 27th"; not "24/7", "50/50", "file.py:12:34" or "port 2049".
 _DIGIT_FORMS = re.compile(
-    r"\b(?:\d{1,2}(?::\d\d)? ?(?:am|pm|a\.m|p\.m)|\d{1,2}:\d\d|\d{4}-\d\d-\d\d|\d{1,2}/\d{1,2}|(?:19|20)\d\d"
+    r"\b(?:\d{1,2}(?::\d\d)? ?(?i:am|pm|a\.m|p\.m)|\d{4}-\d\d-\d\d|(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])"
     r"|\d+ (?:seconds?|minutes?|hours?|days?|nights?|weeks?|fortnights?|months?|years?|decades?)"
-    r"|\d{1,2}(?:st|nd|rd|th) of)\b|\b[Tt]he \d{1,2}(?:st|nd|rd|th)\b"
+    r"|\d{1,2}(?:st|nd|rd|th) of)\b"
+    r"|(?<![:\d])\b\d{1,2}:[0-5]\d\b(?!:\d)"
+    r"|\b(?:[Ii]n|[Ss]ince|[Bb]y|[Uu]ntil|[Ff]rom|[Oo]f|[Dd]uring|[Bb]efore|[Aa]fter) (?:19|20)\d\d\b"
+    r"|\b[Tt]he \d{1,2}(?:st|nd|rd|th)\b"
 )
 _HAS_DIGIT = re.compile(r"\d")
 _CJK = re.compile(CJK_SCRIPT_CLASS)
 _JAPANESE = re.compile(
-    r"昨日|今日|明日|一昨日|先週|今週|来週|先月|今月|来月|去年|昨年|今年|来年|週末|年末|年始|午前|午後|前日|翌日"
-    r"|[0-9０-９]+[年月日時]|[月火水木金土日]曜"
+    r"昨日|今日|明日|一昨日|今朝|昨夜|昨晩|先日|最近|先週|今週|来週|先月|今月|来月|去年|昨年|今年|来年|半年|週末|月末|月初"
+    r"|年末|年始|午前|午後|前日|翌日|[0-9０-９]+[年月日時]|[一二三四五六七八九十]+月|[月火水木金土日]曜"
     r"|[0-9０-９一二三四五六七八九十]+(?:日間|週間|か月|ヶ月|カ月|年間|時間|分間)"
 )
 
 
 def states_a_time(text: str) -> bool:
-    """Whether ``text`` states a time: a weekday, a month, a holiday, "yesterday", "ago"; "last week",
-    "following day", "two days", "a few weeks", "the month"; a clock time, a date, a
-    year, "the 27th"; in Japanese 昨日, 先週, 3日, 金曜, 3日間. Sets of words and word pairs rather
-    than one regular expression over the text: a few µs a turn, where one pattern holding every form
-    took ~25 µs in Python and ~50 µs in PostgreSQL (bench/RESULTS.md, "Questions that ask when")."""
+    """Whether ``text`` states a time: a weekday, a month, a holiday, "yesterday", "ago", "noon";
+    "last week", "that night", "the following day", "two days", "a few weeks", "the month"; a clock
+    time, a date, "in 2024", "the 27th"; in Japanese 昨日, 先週, 3日, 三月, 金曜, 3日間. Sets of words and
+    word pairs rather than one regular expression over the text: a few µs a turn, where one pattern
+    holding every form took ~25 µs in Python and ~50 µs in PostgreSQL (bench/RESULTS.md, "Questions
+    that ask when")."""
     if _HAS_DIGIT.search(text) and _DIGIT_FORMS.search(text):
         return True
     if _CJK.search(text) and _JAPANESE.search(text):
         return True
     if _CAPITALISED_MONTHS.search(text):
         return True
-    lowered = text.lower()
-    if "-old" in lowered:
-        lowered = _AGE.sub(" ", lowered)
+    lowered = _AGE_OR_RATE.sub(" ", text.lower())
     words = _LETTERS.findall(lowered.replace("couple of", "couple"))
     return not _TIME_WORDS.isdisjoint(words) or not _TIME_PAIRS.isdisjoint(pairwise(words))
 
 
-# A question that asks when: its opening ("When did …", "What day …", "How long …") or, in
-# Japanese, いつ / 何日 / 何曜 / 何月 / 何年 / 何時 anywhere. "When the build broke, why …" asks why.
-_AUXILIARY = r"(?:did|does|do|was|were|is|are|will|would|has|have|had|can|could|should|must)"
+# A question that asks when: its opening ("When did …", "When's …", "What day …", "How long …",
+# "How many days …") or, in Japanese, いつ (not いつも, いつでも, いつか), 何日, 何曜, 何月, 何年, 何時,
+# 何週間, 何か月 anywhere. "When the build broke, why …" asks why; "When should I …", "When can we …"
+# ask on what condition; "What time zone …", "What date format …" ask neither.
+_AUXILIARY = r"(?:did|does|do|was|were|is|are|will|would|has|have|had)"
 _ASKS_WHEN = re.compile(
-    rf"^\W*(?:when {_AUXILIARY}|what (?:day|date|time|month|year|week|weekday)|which (?:day|date|month|year|week"
-    r"|weekday)|on (?:what|which) (?:day|date)|how long|since when|in (?:what|which) (?:month|year)|by when"
-    r"|until when|at what time)\b"
-    r"|いつ|何日|何曜|何月|何年|何時",
+    rf"^\W*(?:when {_AUXILIARY}|when's"
+    r"|what (?:day|date|time|month|year|week|weekday)(?! ?(?:zones?|formats?|stamps?)\b)"
+    r"|which (?:day|date|month|year|week|weekday)|on (?:what|which) (?:day|date)|(?:for )?how long|since when"
+    r"|in (?:what|which) (?:month|year)|by when|until when|at what time|what was the date"
+    r"|how many (?:days|weeks|months|years|hours|minutes)|how much time)\b"
+    r"|いつ(?!も|でも|か|の間)|何日|何曜|何月|何年|何時|何週間|何か月|何ヶ月|何カ月",
     re.IGNORECASE,
 )
 
 
 def asks_when(query: str) -> bool:
-    """Whether ``query`` asks when something happened or how long it took."""
+    """Whether ``query`` asks when something happened or happens, or how long it took."""
     return bool(_ASKS_WHEN.search(query))

@@ -36,6 +36,9 @@ ASKS_WHEN = [
     "At what time does the job run?",
     "threeds_v2 の展開が100%に達したのはいつ?",
     "バックアップは何日分残る?",
+    "When's the launch?",
+    "How many days did the cutover take?",
+    "何週間かかった?",
 ]
 ASKS_SOMETHING_ELSE = [
     "When the build broke, why did the deploy go on?",
@@ -44,6 +47,9 @@ ASKS_SOMETHING_ELSE = [
     "What is the connection pool size?",
     "How many boxes did he bring?",
     "接続プールの上限は?",
+    "When should I run the migrations?",
+    "What time zone is the server in?",
+    "いつも失敗するテストは?",
 ]
 
 STATES_A_TIME = [
@@ -62,7 +68,12 @@ STATES_A_TIME = [
     "Happy New Year!",
     "Five days with no wifi.",
     "A couple of months later it broke.",
-    "What a DAY.",
+    "Meet at 7 PM.",
+    "Lunch at noon.",
+    "That night we left.",
+    "In 2024 we moved.",
+    "三月に移行した。",
+    "今朝、デプロイした。",
     "昨日、移行した。",
     "3日間かかった。",
     "11月10日に100%に到達した。",
@@ -76,6 +87,10 @@ STATES_NO_TIME = [
     "The daylight was lovely.",
     "She has a twelve-year-old cat.",
     "First, the pool; then the second of the two tasks.",
+    "Get a second opinion. This time use the replica.",
+    "Poll three times a day, once a week in staging.",
+    "NFS listens on port 2049 with 24/7 support, a 50/50 split.",
+    "See search.py:12:34 for the check.",
     "接続プールの上限は10にする。",
 ]
 
@@ -161,13 +176,23 @@ def test_another_tenant_never_learns_which_memory_states_a_time(api_client, tena
 
 def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_client, tenant):
     ids = [uuid.UUID(_write(api_client, text)) for text in TURNS]  # the first states a time
-    scores = {ids[0]: 0.1, ids[1]: 1.0, ids[2]: 0.9}
     with tenant_context(tenant.id):
-        # One result: the best is 1.0, so 0.1 + 0.3 cannot reach it and the turn is not read.
-        assert times_for_when_questions(scores, masked=QUESTION, bonus=0.3, top=1) == scores
-        # Three results: every candidate is in them, and the turn that says when gains the bonus.
-        lifted = times_for_when_questions(scores, masked=QUESTION, bonus=0.3, top=3)
-    assert lifted == pytest.approx({ids[0]: 0.4, ids[1]: 1.0, ids[2]: 0.9})
+
+        def lifted(first, top, pinned=frozenset()):
+            scores = {ids[0]: first, ids[1]: 1.0, ids[2]: 0.9}
+            return times_for_when_questions(scores, masked=QUESTION, bonus=0.3, top=top, pinned=pinned)[ids[0]]
+
+        # Two results: the second best is 0.9, so a turn at 0.6 or more could reach them with 0.3.
+        assert lifted(0.61, top=2) == pytest.approx(0.91)
+        assert lifted(0.6, top=2) == pytest.approx(0.9)
+        assert lifted(0.59, top=2) == 0.59  # not read: it stays out of the results either way
+        # One result: the best is 1.0.
+        assert lifted(0.69, top=1) == 0.69
+        assert lifted(0.7, top=1) == pytest.approx(1.0)
+        # A pinned memory ranks first whatever its score: it is always read.
+        assert lifted(0.1, top=1, pinned={ids[0]}) == pytest.approx(0.4)
+        # As many results as candidates: every one is read.
+        assert lifted(0.1, top=3) == pytest.approx(0.4)
 
 
 def test_a_long_note_is_read_for_a_time_in_its_first_thousand_characters(api_client, tenant):
