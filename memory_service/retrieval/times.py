@@ -2,8 +2,8 @@
 
 "When did Jonas move in?" is answered by a turn such as "He arrived on the first of the month",
 which shares no word with the question but states a time. On the training half of the
-long-conversation set, 87 of the 95 evidence turns of the questions that ask when state a time (a
-weekday, a month, "yesterday", "last week", "two days", a date, a clock time), against 589 of its
+long-conversation set, 90 of the 95 evidence turns of the questions that ask when state a time (a
+weekday, a month, "yesterday", "last week", "two days", a date, a clock time), against 597 of its
 1,693 turns (bench/RESULTS.md, "Questions that ask when"). ``search.times_for_when_questions``
 adds a bonus to such candidates for such questions; nothing else reads these patterns.
 
@@ -42,7 +42,11 @@ _TIME_PAIRS = frozenset(
 )
 _LETTERS = re.compile(r"[^\W\d_]+")
 # No time: an age ("a twelve-year-old cat") or a rate ("three times a day", "once a week", "per hour").
-_AGE_OR_RATE = re.compile(r"-(?:year|month|week|day)s?-old|\b(?:times|once|twice|per)(?: (?:an?|one))? [a-z]+\b")
+_AGE = re.compile(r"-(?:year|month|week|day)s?-old")
+_RATE = re.compile(r"\b(?:times|once|twice|per)(?: (?:an?|one))? [a-z]+\b")
+_RATE_WORDS = ("times ", "once ", "twice ", "per ")
+# A masked value ("<PERSON_1a2b3c4d5e6f>", "<EMAIL_ADDRESS>"): its digits are no date.
+_MASKED = re.compile(r"<[A-Z][A-Z_]*(?:_[0-9a-f]{12})?>")
 # Forms with digits: "10:30", "7 pm", "2025-03-04", "3/4" (month/day), "in 2024", "2 days", "3rd of",
 # "the 27th"; not "24/7", "50/50", "file.py:12:34" or "port 2049".
 _DIGIT_FORMS = re.compile(
@@ -69,13 +73,19 @@ def states_a_time(text: str) -> bool:
     word pairs rather than one regular expression over the text: a few µs a turn, where one pattern
     holding every form took ~25 µs in Python and ~50 µs in PostgreSQL (bench/RESULTS.md, "Questions
     that ask when")."""
+    if "<" in text:
+        text = _MASKED.sub(" ", text)
     if _HAS_DIGIT.search(text) and _DIGIT_FORMS.search(text):
         return True
     if _CJK.search(text) and _JAPANESE.search(text):
         return True
     if _CAPITALISED_MONTHS.search(text):
         return True
-    lowered = _AGE_OR_RATE.sub(" ", text.lower())
+    lowered = text.lower()
+    if "-old" in lowered:
+        lowered = _AGE.sub(" ", lowered)
+    if any(word in lowered for word in _RATE_WORDS):
+        lowered = _RATE.sub(" ", lowered)
     words = _LETTERS.findall(lowered.replace("couple of", "couple"))
     return not _TIME_WORDS.isdisjoint(words) or not _TIME_PAIRS.isdisjoint(pairwise(words))
 
