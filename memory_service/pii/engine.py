@@ -70,7 +70,7 @@ from memory_service.pii.normalize import NormalizedText, detect_language, normal
 from memory_service.pii.recognizers import our_recognizers, presidio_recognizers
 
 #: Bump when detection changes: every stored row records the version that masked it.
-DETECTION_VERSION = "pii-7"
+DETECTION_VERSION = "pii-8"
 
 LANGUAGES = ("en", "ja")
 

@@ -437,16 +437,20 @@ class EnglishNames:
         if self.lexicon is not None:
             for index, text in enumerate(texts):
                 spans = [(start, end) for start, end, _ in found[index]]
-                found[index] += [span for span in self._lower_case_names(text) if not _overlaps_any(span[:2], spans)]
+                people = [(start, end) for start, end, kind in found[index] if kind == PERSON]
+                found[index] += [
+                    span for span in self._lower_case_names(text, people) if not _overlaps_any(span[:2], spans)
+                ]
         return found
 
-    def _lower_case_names(self, text: str) -> list[NameSpan]:
+    def _lower_case_names(self, text: str, people: Sequence[tuple[int, int]] = ()) -> list[NameSpan]:
         """Names written in lower case where only a person can stand: after a greeting, a thanks,
         a "cc", "pinged", "ask" or "tell", an "@", a label such as "owner:", or before "says" / "said"
-        ("thanks kenji", "cc @priya", "reviewed by ingrid and pavel", "sven says"). The word must be
-        a given name of the lexicon and no English or software word, nor an assistant's ("ask will",
-        "thanks grace", "with hugo", "asked claude" stay): a model reads capitals as the mark of a
-        name, so it never sees these."""
+        ("thanks kenji", "cc @priya", "reviewed by ingrid and pavel", "sven says"), and joined by
+        "and", "&" or a comma to a person already found, ``people`` ("thanks Kenji and priya",
+        "Olga Petrova, tomasz and ingrid"). The word must be a given name of the lexicon and no
+        English or software word, nor an assistant's ("ask will", "thanks grace", "with hugo",
+        "asked claude" stay): a model reads capitals as the mark of a name, so it never sees these."""
         first, last, common = self.lexicon
 
         def given(word: str) -> bool:
@@ -463,6 +467,15 @@ class EnglishNames:
                 return family.end()  # "thanks kenji watanabe"
             return end
 
+        def joined(end: int) -> list[NameSpan]:
+            """The lower-case names that follow the name ending at ``end``, joined by "and", "&" or a
+            comma ("ingrid and pavel novak", "kenji, priya")."""
+            more_names: list[NameSpan] = []
+            while (more := _LOWER_CASE_AND_NAME.match(text, end)) and given(more.group(1)):
+                end = with_family_name(more.end(1))
+                more_names.append((more.start(1), end, PERSON))
+            return more_names
+
         spans: list[NameSpan] = []
         for match in _LOWER_CASE_NAME.finditer(text):
             word = match.group("after_cue") or match.group("before_cue")
@@ -470,10 +483,9 @@ class EnglishNames:
             if not given(word) or _overlaps_any((start, start + len(word)), [span[:2] for span in spans]):
                 continue
             end = with_family_name(start + len(word))
-            spans.append((start, end, PERSON))
-            while (more := _LOWER_CASE_AND_NAME.match(text, end)) and given(more.group(1)):
-                end = with_family_name(more.end(1))  # "ingrid and pavel novak", "kenji, priya"
-                spans.append((more.start(1), end, PERSON))
+            spans += [(start, end, PERSON), *joined(end)]
+        for _start, end in people:
+            spans += [span for span in joined(end) if not _overlaps_any(span[:2], [s[:2] for s in spans])]
         return spans
 
     def _spans(self, doc, cuts: frozenset[int] = frozenset()) -> list[NameSpan]:

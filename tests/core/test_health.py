@@ -27,7 +27,7 @@ def test_it_reports_the_name_tier_loaded_from_the_default_install(anonymous_clie
     pii = anonymous_client.get("/readyz").json()["checks"]["pii"]
     assert pii["tiers"] == ["ner", "regex"]
     assert pii["name_languages"] == ["en", "ja"]
-    assert pii["version"] == "pii-7/regex+ner"
+    assert pii["version"] == "pii-8/regex+ner"
     assert pii["helper"] in ("loading", "ready")
 
 

@@ -68,7 +68,7 @@ def test_it_exports_the_public_api():
 def test_it_loads_the_name_tier_from_the_installed_packages(masker):
     assert masker.tiers == frozenset({"regex", "ner"})
     assert masker.ner_languages == frozenset({"en", "ja"})
-    assert masker.version == "pii-7/regex+ner"
+    assert masker.version == "pii-8/regex+ner"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def regex_masker() -> Masker:
 
 def test_it_builds_the_regex_tier_alone_without_name_finders(regex_masker, policy):
     assert regex_masker.tiers == frozenset({"regex"})
-    assert regex_masker.version == "pii-7/regex"
+    assert regex_masker.version == "pii-8/regex"
     assert regex_masker.mask("Alice Smith: bob@example.com", policy).text == "Alice Smith: <EMAIL_ADDRESS>"
 
 
@@ -308,7 +308,7 @@ def test_it_masks_people_and_places_with_the_ner_tier(ner_masker):
     with_places = ner_masker.mask(text, replace(policy, entities=frozenset({"PERSON", "LOCATION", "EMAIL_ADDRESS"})))
 
     assert ner_masker.tiers == frozenset({"regex", "ner"})
-    assert ner_masker.version == "pii-7/regex+ner"
+    assert ner_masker.version == "pii-8/regex+ner"
     assert result.text == "<PERSON> of Acme moved to Paris; mail <EMAIL_ADDRESS>"  # places only when named
     assert with_places.text == "<PERSON> of Acme moved to <LOCATION>; mail <EMAIL_ADDRESS>"
     assert with_places.counts == {"PERSON": 1, "LOCATION": 1, "EMAIL_ADDRESS": 1}

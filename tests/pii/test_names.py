@@ -343,6 +343,11 @@ def test_a_name_after_an_at_sign_a_dash_or_a_parenthesis_or_written_otherwise_is
         ("cc priya and kenji says it works", "cc <PERSON> and <PERSON> says it works"),
         ("sven says the lag alert fires too early", "<PERSON> says the lag alert fires too early"),
         ("レビューは cc @priya で。", "レビューは cc @<PERSON> で。"),
+        # Joined to a name found in capitals.
+        ("thanks Kenji and priya for the fix", "thanks <PERSON> and <PERSON> for the fix"),
+        ("Olga Petrova, tomasz and ingrid froze v2.3", "<PERSON>, <PERSON> and <PERSON> froze v2.3"),
+        ("Marco & aisha reproduced it", "<PERSON> & <PERSON> reproduced it"),
+        ("Kenji and grace; Priya and redis", "<PERSON> and grace; <PERSON> and redis"),
         # No person can be told from a word, a tool or a handle written otherwise.
         ("ask will about it; thanks grace; hey mark", "ask will about it; thanks grace; hey mark"),
         ("thanks kenji-bot; ping @kenji.w; cc priya_r", "thanks kenji-bot; ping @kenji.w; cc priya_r"),
