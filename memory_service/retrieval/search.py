@@ -557,7 +557,7 @@ def memory_search(
     scores = named_speakers_first(scores, masked=masked, bonus=ranking.speaker)
     pinned = {i for i in scores if is_pinned(facts[i])}
     scores = times_for_when_questions(scores, masked=masked, bonus=ranking.when, top=top, pinned=pinned)
-    ranked = sorted(scores, key=lambda i: (not is_pinned(facts[i]), -scores[i], -facts[i].created))
+    ranked = sorted(scores, key=lambda i: (i not in pinned, -scores[i], -facts[i].created))
     ranked = ranked[:top]
     shown = set(ranked)
     recent = [i for i in found.recent if i not in shown]

@@ -14,7 +14,8 @@ here (``candidates.stating_a_time``).
 import re
 from itertools import pairwise
 
-from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
+from memory_service.pii import text_for_embedding
+from memory_service.retrieval.lexical import script_of
 
 # Words that state a time alone; "May" and "March" as months only capitalised ("may", "march" are
 # verbs; "May I …" at a sentence's start is read as the month).
@@ -45,8 +46,6 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 _AGE = re.compile(r"-(?:year|month|week|day)s?-old")
 _RATE = re.compile(r"\b(?:times|once|twice|per)(?: (?:an?|one))? [a-z]+\b")
 _RATE_WORDS = ("times ", "once ", "twice ", "per ")
-# A masked value ("<PERSON_1a2b3c4d5e6f>", "<EMAIL_ADDRESS>"): its digits are no date.
-_MASKED = re.compile(r"<[A-Z][A-Z_]*(?:_[0-9a-f]{12})?>")
 # Forms with digits: "10:30", "7 pm", "2025-03-04", "3/4" (month/day), "in 2024", "2 days", "3rd of",
 # "the 27th"; not "24/7", "50/50", "file.py:12:34" or "port 2049".
 _DIGIT_FORMS = re.compile(
@@ -58,7 +57,6 @@ _DIGIT_FORMS = re.compile(
     r"|\b[Tt]he \d{1,2}(?:st|nd|rd|th)\b"
 )
 _HAS_DIGIT = re.compile(r"\d")
-_CJK = re.compile(CJK_SCRIPT_CLASS)
 _JAPANESE = re.compile(
     r"昨日|今日|明日|一昨日|今朝|昨夜|昨晩|先日|最近|先週|今週|来週|先月|今月|来月|去年|昨年|今年|来年|半年|週末|月末|月初"
     r"|年末|年始|午前|午後|前日|翌日|[0-9０-９]+[年月日時]|[一二三四五六七八九十]+月|[月火水木金土日]曜"
@@ -74,10 +72,10 @@ def states_a_time(text: str) -> bool:
     holding every form took ~25 µs in Python and ~50 µs in PostgreSQL (bench/RESULTS.md, "Questions
     that ask when")."""
     if "<" in text:
-        text = _MASKED.sub(" ", text)
+        text = text_for_embedding(text)  # a masked value's pseudonym digits are no date
     if _HAS_DIGIT.search(text) and _DIGIT_FORMS.search(text):
         return True
-    if _CJK.search(text) and _JAPANESE.search(text):
+    if script_of(text) == "cjk" and _JAPANESE.search(text):
         return True
     if _CAPITALISED_MONTHS.search(text):
         return True
