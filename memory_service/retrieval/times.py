@@ -18,12 +18,13 @@ from memory_service.pii import text_for_embedding
 from memory_service.retrieval.lexical import script_of
 
 # Words that state a time alone; "May" and "March" as months only capitalised ("may", "march" are
-# verbs; "May I …" at a sentence's start is read as the month).
+# verbs), and "May" before "I", "we" or "you" only within a sentence ("In May we moved", not
+# "May I ask …").
 _TIME_WORDS_TEXT = """monday tuesday wednesday thursday friday saturday sunday january february april june july
     august september october november december yesterday today tonight tomorrow weekend weekends ago
     recently lately overnight noon midnight christmas easter halloween thanksgiving midsummer"""
 _TIME_WORDS = frozenset(_TIME_WORDS_TEXT.split())
-_CAPITALISED_MONTHS = re.compile(r"\b(?:May|March)\b")
+_CAPITALISED_MONTHS = re.compile(r"\bMarch\b|\bMay\b(?! (?:I|we|you)\b)|(?<=[a-z,;] )May\b")
 # Two words that state a time together: "last week", "that night", "the following day", "two days",
 # "a few weeks", "couple of months", "(the first of) the month", "new year", "boxing day", "o'clock".
 # Not "this time" or "a second": no time is stated.

@@ -61,6 +61,8 @@ STATES_A_TIME = [
     "We're launching on the 27th!",
     "on the first of the month",
     "In May we moved.",
+    "May we meet? In May, yes.",
+    "Since May you have led the team.",
     "The job runs at 10:30 every night.",
     "Meet at 7pm.",
     "Released 2025-03-04.",
@@ -81,6 +83,7 @@ STATES_A_TIME = [
 ]
 STATES_NO_TIME = [
     "It may rain, and we march on.",
+    "May I ask what you think? May we join?",
     "Seventh out of nine in the slow race.",
     "The pool size is 10 with no overflow.",
     "Use `max_retries=3` for the client.",
