@@ -75,6 +75,7 @@ def load_life_chats(
     request_size: int = 500,
     session_time: bool = False,
     form: str = "{speaker}: {text}",
+    store=None,
 ) -> list[Question]:
     """The life chats' questions, each turn stored as one user-scope memory "<speaker>: <text>" said
     a minute after the turn before it from its session's start, ``request_size`` turns a bulk
@@ -82,7 +83,9 @@ def load_life_chats(
     only the session's date writes them; ``neighbours``: each memory's text also holds the turns
     before and after it in its session (a study of indexing a turn with its context,
     ``bench/neighbour_context.py``); ``form``: how a turn's text is written, from its ``speaker``,
-    ``text`` and session's ``date`` (YYYY-MM-DD)."""
+    ``text`` and session's ``date`` (YYYY-MM-DD); ``store``: how the items are written, as
+    ``_store`` takes them (``_store``, in process, when None)."""
+    store = store or _store
     questions = []
     paths = sorted((DATASETS / "life_chats").glob("c*.json"))
     for path in [p for p in paths if not conversations or p.stem in conversations]:
@@ -104,7 +107,7 @@ def load_life_chats(
                         "occurred_at": start + timedelta(minutes=0 if session_time else index),
                     }
                 )
-        ids = _store(principal, items, request_size)
+        ids = store(principal, items, request_size)
         for q in data["questions"]:
             questions.append(
                 Question(
@@ -120,9 +123,11 @@ def load_life_chats(
     return questions
 
 
-def load_bilingual(by_repository, whole_set) -> list[Question]:
+def load_bilingual(by_repository, whole_set, store=None) -> list[Question]:
     """Questions of the bilingual set: ``by_repository`` holds each note in its repository's scope,
-    ``whole_set`` all of them in the scope of user "all" (for questions that name no repository)."""
+    ``whole_set`` all of them in the scope of user "all" (for questions that name no repository);
+    ``store``: how the items are written, as ``_store`` takes them (``_store`` when None)."""
+    store = store or _store
     data = json.loads((DATASETS / "bilingual_notes.json").read_text(encoding="utf-8"))
     notes = {note["id"]: note for note in data["memories"]}
     stored = {}
@@ -142,13 +147,13 @@ def load_bilingual(by_repository, whole_set) -> list[Question]:
                 else {"scope": "user", "user": "all"}
             )
             items.append(item)
-        ids = _store(principal, [i for i in items if not notes[i["external_id"]].get("supersedes")])
+        ids = store(principal, [i for i in items if not notes[i["external_id"]].get("supersedes")], 500)
         # Replacements after what they replace (ids follow occurred_at), with their links.
         for item in items:
             note = notes[item["external_id"]]
             if note.get("supersedes"):
                 links = [{"id": str(ids[old]), "partial": bool(note.get("partial"))} for old in note["supersedes"]]
-                ids |= _store(principal, [item | {"supersedes": links}])
+                ids |= store(principal, [item | {"supersedes": links}], 500)
         stored[scoped] = ids
     questions = []
     for q in data["queries"]:

@@ -42,6 +42,7 @@ BENCHMARKS = {
         "--out",
         str(RESULTS_DIR / "retrieval_quality.md"),
     ],  # fmt: skip
+    "rest_quality": [PY, "bench/rest_quality.py", "--out", str(RESULTS_DIR / "rest_quality.md")],
     "api_latency": [PY, "bench/api_latency.py", "--memories", "2000", "--requests", "300"],
     "web_stack": [PY, "bench/web_stack.py", "--memories", "1000"],
     "write_path": [PY, "bench/write_path.py", "--rate", "50", "--seconds", "45", "--samples", "400"],

@@ -33,6 +33,7 @@ SECTIONS = [
     "machine",
     "summary",
     "retrieval_quality",
+    "rest_quality",
     "api_latency",
     "pii",
     "write_path",
