@@ -18,13 +18,14 @@ from memory_service.pii import text_for_embedding
 from memory_service.retrieval.lexical import script_of
 
 # Words that state a time alone; "May" and "March" as months only capitalised ("may", "march" are
-# verbs), and "May" before "I", "we" or "you" only within a sentence ("In May we moved", not
-# "May I ask …").
+# verbs), and "May" before "I", "we" or "you" only after a lower-case word or a number and a space,
+# or a hyphen ("In May we moved", "On 3 May I flew", "mid-May I left"; not "May I ask …", "Sorry,
+# May i ask").
 _TIME_WORDS_TEXT = """monday tuesday wednesday thursday friday saturday sunday january february april june july
     august september october november december yesterday today tonight tomorrow weekend weekends ago
     recently lately overnight noon midnight christmas easter halloween thanksgiving midsummer"""
 _TIME_WORDS = frozenset(_TIME_WORDS_TEXT.split())
-_CAPITALISED_MONTHS = re.compile(r"\bMarch\b|\bMay\b(?! (?:I|we|you)\b)|(?<=[a-z,;] )May\b")
+_CAPITALISED_MONTHS = re.compile(r"\bMarch\b|\bMay\b(?! (?:[Ii]|[Ww]e|[Yy]ou)\b)|(?<=[a-z0-9] )May\b|(?<=-)May\b")
 # Two words that state a time together: "last week", "that night", "the following day", "two days",
 # "a few weeks", "couple of months", "(the first of) the month", "new year", "boxing day", "o'clock".
 # Not "this time" or "a second": no time is stated.

@@ -63,6 +63,9 @@ STATES_A_TIME = [
     "In May we moved.",
     "May we meet? In May, yes.",
     "Since May you have led the team.",
+    "Back in May I went.",
+    "On 3 May I flew.",
+    "From mid-May we rested.",
     "The job runs at 10:30 every night.",
     "Meet at 7pm.",
     "Released 2025-03-04.",
@@ -84,6 +87,7 @@ STATES_A_TIME = [
 STATES_NO_TIME = [
     "It may rain, and we march on.",
     "May I ask what you think? May we join?",
+    "Sorry, May i ask? May You join?",
     "Seventh out of nine in the slow race.",
     "The pool size is 10 with no overflow.",
     "Use `max_retries=3` for the client.",
