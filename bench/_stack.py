@@ -153,7 +153,7 @@ def start_uvicorn(port: int, *, env: dict, workers: int | None = None, attempts:
 def start_celery_worker(options: list[str], *, env: dict | None = None, log_path: Path | None = None):
     """``celery -A memory_service worker <options>`` with the environment plus ``env``, its output
     appended to ``log_path`` (discarded without one), returned once a worker answers a ping.
-    Raises RuntimeError when it exits or has not answered within 60 s."""
+    Raises RuntimeError (the process killed) when it exits or has not answered within 60 s."""
     from memory_service.celery import app
 
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
@@ -166,6 +166,7 @@ def start_celery_worker(options: list[str], *, env: dict | None = None, log_path
     deadline = time.monotonic() + 60
     while not app.control.ping(timeout=0.5):
         if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
             raise RuntimeError("the worker did not start" + (f"; see {log_path}" if log_path else ""))
     return process
 
