@@ -20,7 +20,7 @@ from datetime import datetime
 
 import snowballstemmer
 
-from memory_service.pii import pseudonyms_only
+from memory_service.pii import pseudonyms_only, text_for_embedding
 
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\u30fc]+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -33,6 +33,26 @@ _CJK_SCRIPT = re.compile(CJK_SCRIPT_CLASS)
 def script_of(text: str) -> str:
     """'cjk' if the text has CJK characters, else 'latin' — language by script."""
     return "cjk" if _CJK_SCRIPT.search(text) else "latin"
+
+
+# An identifier, written alike in notes of any language: letters and digits joined by "_" or "."
+# ("pool_size", "max.poll.records", "Node.js"), a word with a digit ("E2E", "v1", "threeds_v2"),
+# a capital inside a word ("reducedMotion", "ImagePullBackOff", "iOS"), or words joined by hyphens
+# with a capital or a digit after one ("X-Debug-Token"). Plain hyphenated words ("end-to-end",
+# "third-party") are English, not identifiers.
+_IDENTIFIER = re.compile(
+    r"(?<![\w.-])(?:[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+|_\w+|\w+_|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*|[a-z]+[A-Z]\w*"
+    r"|[A-Z][a-z]+[A-Z]\w*|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-[A-Z0-9]\w*)(?![\w-])"
+)
+_LABEL = re.compile(r"<[A-Z_]+>")
+
+
+def holds_identifier(query: str) -> bool:
+    """Whether the masked ``query`` holds an identifier (``_IDENTIFIER``) of its own: a masked value's
+    label or pseudonym is none. A full-text match on an identifier is no vote for the query's
+    language: a Japanese note that names ``SCHEDULE_EXACT_ALARM`` matches an English question
+    about it as well as an English note would."""
+    return _IDENTIFIER.search(_LABEL.sub(" ", text_for_embedding(query))) is not None
 
 
 _STEMMER = snowballstemmer.stemmer("english")

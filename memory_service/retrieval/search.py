@@ -61,7 +61,7 @@ from memory_service.retrieval.candidates import (
     search_scope,
     text_candidates,
 )
-from memory_service.retrieval.lexical import lexical_query, query_terms, script_of
+from memory_service.retrieval.lexical import holds_identifier, lexical_query, query_terms, script_of
 from memory_service.retrieval.render import ContextItem, render_context
 from memory_service.retrieval.side import dense_rows_in_background
 from memory_service.retrieval.times import asks_when
@@ -154,15 +154,22 @@ def scope_owner_keys(*, user: str, repository: str, session: str) -> list[str]:
 
 
 def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
-    """Whether lexical scores may count: at least half of the dense top 10 are in the query's script.
+    """Whether lexical scores may count: at least half of the dense top 10 are in the query's script,
+    or the query holds an identifier (``lexical.holds_identifier``: "pool_size", "E2E",
+    "ImagePullBackOff").
 
     ``scripts``: memory id → "cjk" or "latin", the script of its text (``lexical.script_of``).
 
-    Lexical matching only ever votes for notes in the query's language; when the nearest
-    neighbours are mostly in another language, it would push those cross-lingual matches down.
-    Measured in bench/RESULTS.md ("Retrieval quality"): requiring all ten cost 2.5 points of MRR,
-    requiring half kept the cross-lingual gain.
+    Lexical matching mostly votes for notes in the query's language; when the nearest neighbours
+    are mostly in another language, it would push those cross-lingual matches down. Measured in
+    bench/RESULTS.md ("Retrieval quality"): requiring all ten cost 2.5 points of MRR, requiring half
+    kept the cross-lingual gain. An identifier is written alike in every language's notes, so a
+    match on it votes for no language: "SCHEDULE_EXACT_ALARM" asked in English found the Japanese
+    note that names it fifth with the gate closed, first with it open (bench/RESULTS.md, "An
+    identifier keeps the lexical gate open").
     """
+    if holds_identifier(query):
+        return True
     top = [scripts[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in scripts]
     script = script_of(query)
     return sum(other == script for other in top) * 2 >= len(top)
