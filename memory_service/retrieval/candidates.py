@@ -53,7 +53,7 @@ from memory_service import rows
 from memory_service.embeddings.backends import EmbeddingBackend
 from memory_service.memories.models import SCOPE_VECTOR_MAX_DIMENSION, Kind, Memory, MemoryEmbedding
 from memory_service.memories.selectors import SUPERSESSION_LINKS_LATERAL
-from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS
+from memory_service.retrieval.lexical import CJK_SCRIPT_CLASS, identifiers_named_in
 from memory_service.retrieval.times import states_a_time
 
 CANDIDATES = 50
@@ -582,6 +582,22 @@ def stating_a_time(ids) -> set[uuid.UUID]:
             [TIME_READ_CHARS, TIME_READ_CHARS, list(ids)],
         )
         return {memory_id for memory_id, title, text in cursor.fetchall() if states_a_time(f"{title}\n{text}")}
+
+
+def naming_identifiers(ids, identifiers: list[str]) -> dict[uuid.UUID, int]:
+    """memory id → how many of ``identifiers`` (lower-case: ``lexical.query_identifiers``) the title
+    or text of each of ``ids`` (candidates of this search) names as a whole (``lexical.identifiers_named_in``),
+    for those naming at least one. One statement over the primary key reads them whole (an identifier
+    may stand anywhere in a note); they are matched in Python, in NFKC as the query is (PostgreSQL's
+    ``normalize`` doubled the statement's time: bench/RESULTS.md, "A note that names the query's
+    identifier")."""
+    if not ids or not identifiers:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT m.id, m.title, m.text FROM memories_memory m WHERE m.id = ANY(%s)", [list(ids)])
+        found = cursor.fetchall()
+    counts = {memory_id: identifiers_named_in(f"{title}\n{text}", identifiers) for memory_id, title, text in found}
+    return {memory_id: count for memory_id, count in counts.items() if count}
 
 
 def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:

@@ -39,20 +39,46 @@ def script_of(text: str) -> str:
 # ("pool_size", "max.poll.records", "Node.js"), a word with a digit ("E2E", "v1", "threeds_v2"),
 # a capital inside a word ("reducedMotion", "ImagePullBackOff", "iOS"), or words joined by hyphens
 # with a capital or a digit after one ("X-Debug-Token"). Plain hyphenated words ("end-to-end",
-# "third-party") are English, not identifiers.
+# "third-party") are English, not identifiers. ASCII only, bounded by anything but ASCII or
+# accented Latin letters, digits, "_" and "-": a Japanese sentence writes an identifier against
+# its kana ("kuromoji_stemmerを入れた"), while "naïveBayes" is one word, not "veBayes".
 _IDENTIFIER = re.compile(
-    r"(?<![\w.-])(?:[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+|_\w+|\w+_|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*|[a-z]+[A-Z]\w*"
-    r"|[A-Z][a-z]+[A-Z]\w*|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-[A-Z0-9]\w*)(?![\w-])"
+    r"(?<![A-Za-z0-9_.\-\u00c0-\u024f])"
+    r"(?:[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+|_\w+|\w+_|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*|[a-z]+[A-Z]\w*"
+    r"|[A-Z][a-z]+[A-Z]\w*|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-[A-Z0-9]\w*)"
+    r"(?![A-Za-z0-9_\-\u00c0-\u024f])",
+    re.ASCII,
 )
 _LABEL = re.compile(r"<[A-Z_]+>")
 
 
+def query_identifiers(query: str) -> list[str]:
+    """The identifiers (``_IDENTIFIER``) the masked ``query`` holds of its own, lower-cased, each
+    once, in order: a masked value's label or pseudonym is none, full-width letters count as
+    letters (NFKC). "kuromoji_stemmer を入れた理由" → ["kuromoji_stemmer"]."""
+    text = unicodedata.normalize("NFKC", _LABEL.sub(" ", text_for_embedding(query)))
+    return list(dict.fromkeys(match.group().lower() for match in _IDENTIFIER.finditer(text)))
+
+
 def holds_identifier(query: str) -> bool:
-    """Whether the masked ``query`` holds an identifier (``_IDENTIFIER``) of its own: a masked value's
-    label or pseudonym is none. A full-text match on an identifier is no vote for the query's
-    language: a Japanese note that names ``SCHEDULE_EXACT_ALARM`` matches an English question
-    about it as well as an English note would."""
-    return _IDENTIFIER.search(_LABEL.sub(" ", text_for_embedding(query))) is not None
+    """Whether the masked ``query`` holds an identifier of its own (``query_identifiers``). A
+    full-text match on an identifier is no vote for the query's language: a Japanese note that
+    names ``SCHEDULE_EXACT_ALARM`` matches an English question about it as well as an English note
+    would."""
+    return bool(query_identifiers(query))
+
+
+def identifiers_named_in(text: str, identifiers: list[str]) -> int:
+    """How many of ``identifiers`` (lower-case, from ``query_identifiers``) ``text`` names as a
+    whole, in any case and in NFKC: not inside a longer word or identifier ("max_pool_size" does
+    not name "pool_size"; "POOL_SIZE=10" and "pool_sizeを" do)."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    return sum(_identifier_pattern(identifier).search(folded) is not None for identifier in identifiers)
+
+
+@functools.lru_cache(maxsize=1024)
+def _identifier_pattern(identifier: str) -> re.Pattern:
+    return re.compile(r"(?<![a-z0-9_\-\u00c0-\u024f])" + re.escape(identifier) + r"(?![a-z0-9_\-\u00c0-\u024f])")
 
 
 _STEMMER = snowballstemmer.stemmer("english")

@@ -1,0 +1,153 @@
+"""A candidate that names the query's identifier gains ``Ranking.identifier`` (``search.identifiers_named``):
+the query's identifiers (``lexical.query_identifiers``), whether a text names one as a whole
+(``lexical.identifiers_named_in``), the candidates read under the tenant's row-level security
+(``candidates.naming_identifiers``), real masking, real embeddings, real search."""
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from memory_service.retrieval import candidates
+from memory_service.retrieval.lexical import identifiers_named_in, query_identifiers
+from memory_service.retrieval.search import RANKING, identifiers_named, memory_search
+from tenants.access import Principal
+from tenants.context import tenant_context
+from tenants.models import ApiToken
+
+pytestmark = pytest.mark.django_db
+
+# The Japanese note names the event; the English ones hold all of its words, not the event.
+NOTES = [
+    "payments.charge.captured.v1 のイベントは二重に届くことがある。consumer 側で event_id による重複排除を行う。",
+    "The v1 payments API captures a charge once per order.",
+    "In the v1 payments flow the charge is captured when the parcel leaves the warehouse.",
+]
+QUERY = "payments.charge.captured.v1"
+
+QUERY_IDENTIFIERS = [
+    ("payments.charge.captured.v1", ["payments.charge.captured.v1"]),
+    ("kuromoji_stemmer を入れた理由", ["kuromoji_stemmer"]),
+    ("kuromoji_stemmerを入れた理由", ["kuromoji_stemmer"]),
+    ("ClusterIssuerの設定ミス", ["clusterissuer"]),
+    ("Why does pool_size differ from POOL_SIZE and max.poll.records?", ["pool_size", "max.poll.records"]),
+    ("ＥＶＥＮＴ.isComposing", ["event.iscomposing"]),
+    ("What did <PERSON_1a2b3c4d5e6f> say about the end-to-end test?", []),
+    ("naïveBayes or café_au", []),
+    ("接続プールの上限は?", []),
+]
+NAMED = [
+    ("Set POOL_SIZE=10 for the workers.", "pool_size"),
+    ("pool_sizeを10にする。", "pool_size"),
+    ("The pool_size.", "pool_size"),
+    ("Title line\nuse (pool_size) here", "pool_size"),
+    ("Publishes payments.charge.captured.v1 on capture.", "payments.charge.captured.v1"),
+    ("ＰＯＯＬ_ＳＩＺＥ は10", "pool_size"),
+]
+NOT_NAMED = [
+    ("Set max_pool_size=10.", "pool_size"),
+    ("pool_size_limit is 10.", "pool_size"),
+    ("The pool size is 10.", "pool_size"),
+    ("Publishes payments.charge.captured.v10 on capture.", "payments.charge.captured.v1"),
+    ("X-Debug-Token-Id is set.", "x-debug-token"),
+]
+
+
+def _write(client, text, title=""):
+    body = {"scope": "user", "user": "u1", "text": text} | ({"title": title} if title else {})
+    response = client.post("/api/v1/memories", body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()["id"]
+
+
+def _scores(tenant, query=QUERY, ranking=RANKING) -> dict[str, float]:
+    with tenant_context(tenant.id):
+        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
+        hits = memory_search(principal=principal, query=query, user="u1", ranking=ranking).hits
+    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+
+
+@pytest.mark.parametrize(("query", "expected"), QUERY_IDENTIFIERS)
+def test_the_query_identifiers_are_lower_cased_once_each_and_never_a_masked_value(query, expected):
+    assert query_identifiers(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "identifier", "expected"), [(*n, True) for n in NAMED] + [(*n, False) for n in NOT_NAMED]
+)
+def test_a_text_names_an_identifier_only_as_a_whole_in_any_case(text, identifier, expected):
+    assert identifiers_named_in(text, [identifier]) == int(expected)
+
+
+def test_a_text_names_each_identifier_it_holds_once():
+    assert (
+        identifiers_named_in("pool_size, then POOL_SIZE; max.poll.records", ["pool_size", "max.poll.records", "e2e"])
+        == 2
+    )
+
+
+def test_the_candidates_naming_the_identifiers_are_read_from_the_database_title_or_text(api_client, tenant):
+    texts = [text for text, _ in NAMED + NOT_NAMED]
+    ids = [uuid.UUID(_write(api_client, text)) for text in texts]
+    titled = uuid.UUID(_write(api_client, "The workers' settings.", title="pool_size and max.poll.records"))
+    with tenant_context(tenant.id):
+        named = candidates.naming_identifiers([*ids, titled], ["pool_size", "max.poll.records"])
+    expected = {ids[i]: 1 for i, (_, identifier) in enumerate(NAMED) if identifier == "pool_size"}
+    assert named == expected | {titled: 2}
+
+
+def test_a_note_naming_the_identifier_gains_the_bonus_and_passes_one_holding_its_words(api_client, tenant, embed_all):
+    ids = [_write(api_client, text) for text in NOTES]
+    embed_all()
+    without = _scores(tenant, ranking=replace(RANKING, identifier=0.0))
+    scores = _scores(tenant)
+    bonus = RANKING.identifier
+    assert bonus == 0.2
+
+    assert set(scores) == set(without) == set(ids)
+    for memory_id, score in scores.items():
+        assert score == pytest.approx(without[memory_id] + (bonus if memory_id == ids[0] else 0.0))
+    # Without it both English notes holding the event's words rank above the note that names it.
+    assert sorted(without, key=without.get, reverse=True) == [ids[1], ids[2], ids[0]]
+    assert sorted(scores, key=scores.get, reverse=True) == [ids[1], ids[0], ids[2]]
+
+
+def test_a_note_naming_one_of_two_identifiers_gains_half(api_client, tenant):
+    ids = [uuid.UUID(_write(api_client, text)) for text in ("pool_size is 10.", "pool_size and max.poll.records.")]
+    query = "pool_size with max.poll.records"
+    with tenant_context(tenant.id):
+        lifted = identifiers_named({ids[0]: 0.5, ids[1]: 0.5}, masked=query, bonus=0.2, top=10)
+    assert lifted == {ids[0]: pytest.approx(0.6), ids[1]: pytest.approx(0.7)}
+
+
+def test_a_query_without_an_identifier_moves_nothing(api_client, tenant, embed_all):
+    for text in NOTES:
+        _write(api_client, text)
+    embed_all()
+    query = "Which payment events can arrive twice?"
+    assert _scores(tenant, query) == pytest.approx(_scores(tenant, query, replace(RANKING, identifier=0.0)))
+
+
+def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_client, tenant):
+    ids = [uuid.UUID(_write(api_client, text)) for text in ("pool_size is 10.", "Pools.", "Sizes.")]
+    with tenant_context(tenant.id):
+
+        def lifted(first, top, pinned=frozenset()):
+            scores = {ids[0]: first, ids[1]: 1.0, ids[2]: 0.9}
+            return identifiers_named(scores, masked="pool_size", bonus=0.2, top=top, pinned=pinned)[ids[0]]
+
+        assert lifted(0.71, top=2) == pytest.approx(0.91)
+        assert lifted(0.69, top=2) == 0.69  # not read: it stays out of the results either way
+        assert lifted(0.1, top=1, pinned={ids[0]}) == pytest.approx(0.3)  # pinned: always read
+
+
+def test_another_tenant_never_learns_which_memory_names_an_identifier(
+    api_client, tenant, other_client, other_tenant, embed_all
+):
+    ours = [_write(api_client, text) for text in NOTES]
+    theirs = _write(other_client, NOTES[0])
+    embed_all()
+    with tenant_context(other_tenant.id):
+        assert candidates.naming_identifiers([uuid.UUID(i) for i in ours], [QUERY]) == {}
+    assert set(_scores(other_tenant)) == {theirs}
+    assert set(_scores(tenant)) == set(ours)
