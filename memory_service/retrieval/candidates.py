@@ -600,6 +600,23 @@ def naming_identifiers(ids, identifiers: list[str]) -> dict[uuid.UUID, int]:
     return {memory_id: count for memory_id, count in counts.items() if count}
 
 
+def occurring_within(ids, periods: list[tuple]) -> set[uuid.UUID]:
+    """Those of ``ids`` (candidates of this search) whose ``occurred_at`` falls within one of
+    ``periods`` (``[start, end)`` pairs: ``times.periods_named``). One statement over the primary key."""
+    if not ids or not periods:
+        return set()
+    starts, ends = zip(*periods, strict=True)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """SELECT m.id FROM memories_memory m
+               WHERE m.id = ANY(%s) AND EXISTS (
+                   SELECT FROM unnest(%s::timestamptz[], %s::timestamptz[]) AS p(start, stop)
+                   WHERE m.occurred_at >= p.start AND m.occurred_at < p.stop)""",
+            [list(ids), list(starts), list(ends)],
+        )
+        return {memory_id for (memory_id,) in cursor.fetchall()}
+
+
 def memories_by_id(ids: list[uuid.UUID]) -> tuple[dict[uuid.UUID, Memory], dict[uuid.UUID, list[tuple]]]:
     """The memories with these ids (ids the candidate stage found in this transaction), and each
     one's supersession links for ``memory_statuses(links=...)``: memory id → [(replacement id,

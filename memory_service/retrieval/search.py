@@ -70,7 +70,7 @@ from memory_service.retrieval.lexical import (
 )
 from memory_service.retrieval.render import ContextItem, render_context
 from memory_service.retrieval.side import dense_rows_in_background
-from memory_service.retrieval.times import asks_when
+from memory_service.retrieval.times import asks_when, periods_named
 from tenants.access import Principal, memory_visibility, resolve_where
 from tenants.masking import mask_query
 from tenants.services import actor_of
@@ -104,7 +104,9 @@ class Ranking:
     spoken by a person the query names (``named_speakers_first``; 0: none); ``when``: added to the
     score of a candidate that states a time when the query asks when (``times_for_when_questions``;
     0: none); ``identifier``: added to the score of a candidate that names the query's identifiers,
-    in proportion to how many it names (``identifiers_named``; 0: none).
+    in proportion to how many it names (``identifiers_named``; 0: none); ``period``: added to the
+    score of a candidate that occurred within a period the query names (``periods_named_first``;
+    0: none).
     """
 
     dense: float = 0.5
@@ -119,6 +121,7 @@ class Ranking:
     speaker: float = 0.5
     when: float = 0.3
     identifier: float = 0.2
+    period: float = 0.3
 
 
 RANKING = Ranking()
@@ -402,6 +405,29 @@ def identifiers_named(scores: dict, *, masked: str, bonus: float, top: int, pinn
     return {i: score + bonus * named.get(i, 0) / len(identifiers) for i, score in scores.items()}
 
 
+def periods_named_first(scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset()) -> dict:
+    """memory id → score: ``scores`` (the candidates' scores) with ``bonus`` added to each candidate
+    that occurred (``Memory.occurred_at``) within a period the query names: a month with its year,
+    or failing one a year ("in March 2026", "2026-03", "2026年5月", "2024年の年末セール":
+    ``times.periods_named``). Only the candidates that the bonus could bring into the best ``top``
+    are read, and every one of ``pinned``.
+
+    The full-text stage holds a memory's date as terms ("2026-03 2026 march"), so "March 2026"
+    matches any March and any note of 2026, and "2026年5月" (terms 2026, 5) never matches its month.
+    On the bilingual set's training half 22 of 181 questions name one; MRR 0.750 → 0.756 / 0.763 /
+    0.764 / 0.767 at a bonus of 0.1 / 0.2 / 0.3 / 0.5 (and 0.767 at 0.7 and 1.0); 0.3 is the
+    smallest within one question of the most, the date then lifting a note without outweighing its
+    topic (held-out 0.728 → 0.739; the long conversations unchanged): bench/RESULTS.md, "A period
+    the question names". Only candidates move. One statement over the candidates' primary keys, for
+    a query naming a period.
+    """
+    periods = periods_named(masked)
+    if not bonus or not scores or not periods:
+        return scores
+    within = candidates.occurring_within(_within_reach(scores, bonus=bonus, top=top, pinned=pinned), periods)
+    return {memory_id: score + bonus * (memory_id in within) for memory_id, score in scores.items()}
+
+
 def _within_reach(scores: dict, *, bonus: float, top: int, pinned) -> list:
     """The candidates a ``bonus`` could bring into the best ``top`` of ``scores``, and every pinned
     one (they rank first whatever their score): the others stay out of the results either way."""
@@ -600,6 +626,7 @@ def memory_search(
     scores = named_speakers_first(scores, masked=masked, bonus=ranking.speaker)
     pinned = {i for i in scores if is_pinned(facts[i])}
     scores = identifiers_named(scores, masked=masked, bonus=ranking.identifier, top=top, pinned=pinned)
+    scores = periods_named_first(scores, masked=masked, bonus=ranking.period, top=top, pinned=pinned)
     scores = times_for_when_questions(scores, masked=masked, bonus=ranking.when, top=top, pinned=pinned)
     ranked = sorted(scores, key=lambda i: (i not in pinned, -scores[i], -facts[i].created))
     ranked = ranked[:top]

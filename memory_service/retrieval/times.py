@@ -1,4 +1,4 @@
-"""Questions that ask when, and memories that say when.
+"""Questions that ask when, memories that say when, and the periods a question names.
 
 "When did Jonas move in?" is answered by a turn such as "He arrived on the first of the month",
 which shares no word with the question but states a time. On the training half of the
@@ -7,11 +7,17 @@ weekday, a month, "yesterday", "last week", "two days", a date, a clock time), a
 1,693 turns (bench/RESULTS.md, "Questions that ask when"). ``search.times_for_when_questions``
 adds a bonus to such candidates for such questions; nothing else reads these patterns.
 
+A question that names a period ("What caused the consumer lag in March 2026?", "2026年5月に何を
+決めた?") asks about what happened then: ``periods_named`` reads the months (or, failing those, the
+years) it names, and ``search.periods_named_first`` adds a bonus to the candidates that occurred
+within one (``candidates.occurring_within``).
+
 English and Japanese. The candidates' titles and texts are read in one statement and matched
 here (``candidates.stating_a_time``).
 """
 
 import re
+from datetime import UTC, datetime
 from itertools import pairwise
 
 from memory_service.pii import text_for_embedding
@@ -109,3 +115,49 @@ _ASKS_WHEN = re.compile(
 def asks_when(query: str) -> bool:
     """Whether ``query`` asks when something happened or happens, or how long it took."""
     return bool(_ASKS_WHEN.search(query))
+
+
+# A month with its year: "March 2026", "Mar. 2026", "March of 2026", "March 3, 2026", "3 March 2026",
+# "2026-03", "2026-03-05", "2026/3", "2026年3月"; a year alone: "in 2024", "2024年".
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH_NAME = (
+    r"(?P<name>(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?))\.?"
+)
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+_MONTH_YEAR = re.compile(
+    rf"\b{_MONTH_NAME}(?:,? (?:of )?| \d{{1,2}}(?:st|nd|rd|th)?, ?){_YEAR}\b"
+    r"|\b(?P<iso_year>(?:19|20)\d\d)[-/](?P<iso_month>1[0-2]|0?[1-9])(?![\d/])"
+    r"|(?P<ja_year>(?:19|20)\d\d)年\s*(?P<ja_month>1[0-2]|0?[1-9])月"
+)
+_YEAR_ALONE = re.compile(r"(?<![\d.:/-])(?P<year>(?:19|20)\d\d)(?![\d.:/-])")
+
+
+def periods_named(query: str) -> list[tuple[datetime, datetime]]:
+    """The periods (UTC, ``[start, end)``) the masked ``query`` names: each month it names with its
+    year ("March 2026", "Mar. 2026", "March 3, 2026", "2026-03-05", "2026年3月": the month, not the
+    day); if it names none, each year it names alone ("in 2024", "2024年の年末セール"). A masked
+    value's digits are none (``pii.text_for_embedding``); "May 2026" is a month whatever its case."""
+    if "<" in query:
+        query = text_for_embedding(query)
+    months = []
+    for match in _MONTH_YEAR.finditer(query.replace("\u3000", " ")):
+        if match["name"] is not None:
+            months.append((int(match["year"]), _month_number(match["name"])))
+        elif match["iso_year"] is not None:
+            months.append((int(match["iso_year"]), int(match["iso_month"])))
+        else:
+            months.append((int(match["ja_year"]), int(match["ja_month"])))
+    if months:
+        return [_month(year, month) for year, month in dict.fromkeys(months)]
+    years = dict.fromkeys(int(match["year"]) for match in _YEAR_ALONE.finditer(query))
+    return [(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)) for year in years]
+
+
+def _month_number(name: str) -> int:
+    return _MONTHS.index(name.lower()[:3]) + 1
+
+
+def _month(year: int, month: int) -> tuple[datetime, datetime]:
+    following = (year + 1, 1) if month == 12 else (year, month + 1)
+    return datetime(year, month, 1, tzinfo=UTC), datetime(*following, 1, tzinfo=UTC)
