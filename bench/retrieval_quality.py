@@ -167,14 +167,16 @@ def sweep(args, tenants, principals, chats, bilingual, report: list[str]) -> tup
     from memory_service.memories.embedding import embed_memories, pending_memory_ids
     from memory_service.retrieval.search import RANKING, Ranking
 
-    # Each stage alone, and the weights before, without the neighbours' scores (``Ranking.thread``),
-    # the bonus of a turn spoken by a person the question names (``Ranking.speaker``) or that of a
-    # candidate stating a time for a question that asks when (``Ranking.when``).
-    lexical_only = Ranking(dense=0, lexical=1, gate=False, thread=0.0, speaker=0.0, when=0.0)
-    dense_only = Ranking(dense=1, lexical=0, gate=False, thread=0.0, speaker=0.0, when=0.0)
+    # Each stage alone, and the weights before, without the neighbours' scores (``Ranking.thread``)
+    # or any bonus: that of a turn spoken by a person the question names (``Ranking.speaker``), of a
+    # candidate stating a time for a question that asks when (``Ranking.when``), naming the query's
+    # identifiers (``Ranking.identifier``) or occurring in a period it names (``Ranking.period``).
+    alone = {"thread": 0.0, "speaker": 0.0, "when": 0.0, "identifier": 0.0, "period": 0.0}
+    lexical_only = Ranking(dense=0, lexical=1, gate=False, **alone)
+    dense_only = Ranking(dense=1, lexical=0, gate=False, **alone)
     references = (
         ("dense only", dense_only),
-        ("weights before", Ranking(0.7, 0.3, True, thread=0.0, speaker=0.0, when=0.0)),
+        ("weights before", Ranking(0.7, 0.3, True, **alone)),
         ("no neighbours", replace(RANKING, thread=0.0)),
     )
     train = [q for q in chats + bilingual if q.split == "train"]
