@@ -40,24 +40,33 @@ def script_of(text: str) -> str:
 # a capital inside a word ("reducedMotion", "ImagePullBackOff", "iOS"), or words joined by hyphens
 # with a capital or a digit after one ("X-Debug-Token"). Plain hyphenated words ("end-to-end",
 # "third-party") are English, not identifiers. ASCII only, bounded by anything but ASCII or
-# accented Latin letters, digits, "_" and "-": a Japanese sentence writes an identifier against
-# its kana ("kuromoji_stemmerを入れた"), while "naïveBayes" is one word, not "veBayes".
+# accented Latin letters, digits, "_", "." and a hyphen inside a word: a Japanese sentence writes
+# an identifier against its kana ("kuromoji_stemmerを入れた"), a command line after its dashes
+# ("--pool_size", "-Xmx512m"), while "naïveBayes" is one word, not "veBayes".
+_BEFORE = r"(?<![A-Za-z0-9_.\u00c0-\u024f])(?<![A-Za-z0-9_]-)"
 _IDENTIFIER = re.compile(
-    r"(?<![A-Za-z0-9_.\-\u00c0-\u024f])"
-    r"(?:[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+|_\w+|\w+_|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*|[a-z]+[A-Z]\w*"
+    _BEFORE + r"(?:[A-Za-z0-9]+(?:[_.][A-Za-z0-9]+)+|_\w+|\w+_|[A-Za-z]+\d\w*|\d+[A-Za-z]\w*|[a-z]+[A-Z]\w*"
     r"|[A-Z][a-z]+[A-Z]\w*|[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*-[A-Z0-9]\w*)"
     r"(?![A-Za-z0-9_\-\u00c0-\u024f])",
     re.ASCII,
 )
+# What the pattern takes that names nothing: abbreviations of single letters ("e.g", "i.e", "a.m")
+# and a number with an ordinal's or a unit's letters ("2nd", "60th", "10ms", "503s", "5k", "2x").
+_NOT_AN_IDENTIFIER = re.compile(r"[a-z](?:\.[a-z])+|\d+(?:st|nd|rd|th|s|ms|m|h|d|k|x)", re.IGNORECASE)
 _LABEL = re.compile(r"<[A-Z_]+>")
+# A query names at most this many: each is matched in the text of every candidate within reach.
+MAX_QUERY_IDENTIFIERS = 8
 
 
 def query_identifiers(query: str) -> list[str]:
     """The identifiers (``_IDENTIFIER``) the masked ``query`` holds of its own, lower-cased, each
-    once, in order: a masked value's label or pseudonym is none, full-width letters count as
-    letters (NFKC). "kuromoji_stemmer を入れた理由" → ["kuromoji_stemmer"]."""
+    once, in order, at most ``MAX_QUERY_IDENTIFIERS``: a masked value's label or pseudonym is none,
+    nor an abbreviation ("e.g") or a number with a unit ("10ms", "2nd"); full-width letters count
+    as letters (NFKC). "kuromoji_stemmer を入れた理由" → ["kuromoji_stemmer"]."""
     text = unicodedata.normalize("NFKC", _LABEL.sub(" ", text_for_embedding(query)))
-    return list(dict.fromkeys(match.group().lower() for match in _IDENTIFIER.finditer(text)))
+    found = (match.group() for match in _IDENTIFIER.finditer(text))
+    named = dict.fromkeys(token.lower() for token in found if not _NOT_AN_IDENTIFIER.fullmatch(token))
+    return list(named)[:MAX_QUERY_IDENTIFIERS]
 
 
 def holds_identifier(query: str) -> bool:
@@ -68,17 +77,23 @@ def holds_identifier(query: str) -> bool:
     return bool(query_identifiers(query))
 
 
+# An identifier named in a text stands alone: no letter, digit, "_" or hyphenated word part
+# against it, and no "." joining it to more of a dotted name ("payments.charge.captured.v1.dlq"
+# does not name "payments.charge.captured.v1", nor "captured.v1" "v1"; "pool_size." does).
+_NAMED_BEFORE = r"(?<![a-z0-9_\u00c0-\u024f])(?<![a-z0-9_]-)(?<![a-z0-9_]\.)"
+_NAMED_AFTER = r"(?![a-z0-9_\u00c0-\u024f]|-[a-z0-9]|\.[a-z0-9_])"
+
+
 def identifiers_named_in(text: str, identifiers: list[str]) -> int:
     """How many of ``identifiers`` (lower-case, from ``query_identifiers``) ``text`` names as a
     whole, in any case and in NFKC: not inside a longer word or identifier ("max_pool_size" does
-    not name "pool_size"; "POOL_SIZE=10" and "pool_sizeを" do)."""
+    not name "pool_size"; "POOL_SIZE=10", "--pool_size 10" and "pool_sizeを" do). A plain
+    substring test first, so that a 16 KB text without the identifier costs no pattern."""
     folded = unicodedata.normalize("NFKC", text).lower()
-    return sum(_identifier_pattern(identifier).search(folded) is not None for identifier in identifiers)
-
-
-@functools.lru_cache(maxsize=1024)
-def _identifier_pattern(identifier: str) -> re.Pattern:
-    return re.compile(r"(?<![a-z0-9_\-\u00c0-\u024f])" + re.escape(identifier) + r"(?![a-z0-9_\-\u00c0-\u024f])")
+    return sum(
+        identifier in folded and re.search(_NAMED_BEFORE + re.escape(identifier) + _NAMED_AFTER, folded) is not None
+        for identifier in identifiers
+    )
 
 
 _STEMMER = snowballstemmer.stemmer("english")

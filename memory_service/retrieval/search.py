@@ -378,16 +378,19 @@ def times_for_when_questions(scores: dict, *, masked: str, bonus: float, top: in
     """
     if not bonus or not scores or not asks_when(masked):
         return scores
-    stating = candidates.stating_a_time(_within_reach(scores, bonus=bonus, top=top, pinned=pinned))
+    stating = candidates.stating_a_time(_within_reach(scores, reach=bonus, top=top, pinned=pinned))
     return {memory_id: score + bonus * (memory_id in stating) for memory_id, score in scores.items()}
 
 
-def identifiers_named(scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset()) -> dict:
+def identifiers_named(
+    scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset(), reach: float | None = None
+) -> dict:
     """memory id → score: ``scores`` (the candidates' scores) with ``bonus`` · the share of the
     query's identifiers (``lexical.query_identifiers``: "pool_size", "event.isComposing",
     "ImagePullBackOff") that a candidate's title or text names as a whole
     (``candidates.naming_identifiers``). Only the candidates that the bonus could bring into the
-    best ``top`` are read, and every one of ``pinned``.
+    best ``top`` are read — with ``reach`` (at least ``bonus``), those that it and the bonuses
+    after it could — and every one of ``pinned``.
 
     The full-text stage splits "payments.charge.captured.v1" into four words and scores a note
     holding "payments" and "charge" close to the one that names the event; the model reads an
@@ -401,16 +404,20 @@ def identifiers_named(scores: dict, *, masked: str, bonus: float, top: int, pinn
     identifiers = query_identifiers(masked)
     if not bonus or not scores or not identifiers:
         return scores
-    named = candidates.naming_identifiers(_within_reach(scores, bonus=bonus, top=top, pinned=pinned), identifiers)
+    read = _within_reach(scores, reach=reach or bonus, top=top, pinned=pinned)
+    named = candidates.naming_identifiers(read, identifiers)
     return {i: score + bonus * named.get(i, 0) / len(identifiers) for i, score in scores.items()}
 
 
-def periods_named_first(scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset()) -> dict:
+def periods_named_first(
+    scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset(), reach: float | None = None
+) -> dict:
     """memory id → score: ``scores`` (the candidates' scores) with ``bonus`` added to each candidate
     that occurred (``Memory.occurred_at``) within a period the query names: a month with its year,
     or failing one a year ("in March 2026", "2026-03", "2026年5月", "2024年の年末セール":
     ``times.periods_named``). Only the candidates that the bonus could bring into the best ``top``
-    are read, and every one of ``pinned``.
+    are read — with ``reach`` (at least ``bonus``), those that it and the bonuses after it could —
+    and every one of ``pinned``.
 
     The full-text stage holds a memory's date as terms ("2026-03 2026 march"), so "March 2026"
     matches any March and any note of 2026, and "2026年5月" (terms 2026, 5) never matches its month.
@@ -424,15 +431,16 @@ def periods_named_first(scores: dict, *, masked: str, bonus: float, top: int, pi
     periods = periods_named(masked)
     if not bonus or not scores or not periods:
         return scores
-    within = candidates.occurring_within(_within_reach(scores, bonus=bonus, top=top, pinned=pinned), periods)
+    within = candidates.occurring_within(_within_reach(scores, reach=reach or bonus, top=top, pinned=pinned), periods)
     return {memory_id: score + bonus * (memory_id in within) for memory_id, score in scores.items()}
 
 
-def _within_reach(scores: dict, *, bonus: float, top: int, pinned) -> list:
-    """The candidates a ``bonus`` could bring into the best ``top`` of ``scores``, and every pinned
-    one (they rank first whatever their score): the others stay out of the results either way."""
+def _within_reach(scores: dict, *, reach: float, top: int, pinned) -> list:
+    """The candidates that bonuses adding up to ``reach`` could bring into the best ``top`` of
+    ``scores``, and every pinned one (they rank first whatever their score): the others stay out
+    of the results either way."""
     best = sorted(scores.values(), reverse=True)
-    floor = best[top - 1] - bonus - 1e-9 if len(best) > top else float("-inf")  # 1e-9: a sum's rounding
+    floor = best[top - 1] - reach - 1e-9 if len(best) > top else float("-inf")  # 1e-9: a sum's rounding
     return [memory_id for memory_id, score in scores.items() if score >= floor or memory_id in pinned]
 
 
@@ -625,8 +633,12 @@ def memory_search(
     scores = add_thread_neighbours(scores, facts, ranking.thread, fetched=fetched.keys())
     scores = named_speakers_first(scores, masked=masked, bonus=ranking.speaker)
     pinned = {i for i in scores if is_pinned(facts[i])}
-    scores = identifiers_named(scores, masked=masked, bonus=ranking.identifier, top=top, pinned=pinned)
-    scores = periods_named_first(scores, masked=masked, bonus=ranking.period, top=top, pinned=pinned)
+    # Each bonus reads the candidates that it and the bonuses after it could bring into the results.
+    later = ranking.period + ranking.when
+    scores = identifiers_named(
+        scores, masked=masked, bonus=ranking.identifier, top=top, pinned=pinned, reach=ranking.identifier + later
+    )
+    scores = periods_named_first(scores, masked=masked, bonus=ranking.period, top=top, pinned=pinned, reach=later)
     scores = times_for_when_questions(scores, masked=masked, bonus=ranking.when, top=top, pinned=pinned)
     ranked = sorted(scores, key=lambda i: (i not in pinned, -scores[i], -facts[i].created))
     ranked = ranked[:top]

@@ -17,6 +17,7 @@ here (``candidates.stating_a_time``).
 """
 
 import re
+import unicodedata
 from datetime import UTC, datetime
 from itertools import pairwise
 
@@ -117,35 +118,43 @@ def asks_when(query: str) -> bool:
     return bool(_ASKS_WHEN.search(query))
 
 
-# A month with its year: "March 2026", "Mar. 2026", "March of 2026", "March 3, 2026", "3 March 2026",
-# "2026-03", "2026-03-05", "2026/3", "2026年3月"; a year alone: "in 2024", "2024年".
+# A month with its year: "March 2026", "Mar. 2026", "March of 2026", "March 3, 2026", "March 3 2026",
+# "3 March 2026", "2026-03", "2026-03-05", "2026/3", "2026/3/5", "2026.03.05", "2026年3月"; a year
+# alone: "in 2024", "2024年" — not in a word or code ("FY2025", "a1b2024c", "v2.2024") nor before a
+# unit ("2000 ms").
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _MONTH_NAME = (
     r"(?P<name>(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?))\.?"
 )
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
+_DAY = r"(?:3[01]|[12]\d|0?[1-9])"
 _MONTH_YEAR = re.compile(
-    rf"\b{_MONTH_NAME}(?:,? (?:of )?| \d{{1,2}}(?:st|nd|rd|th)?, ?){_YEAR}\b"
-    r"|\b(?P<iso_year>(?:19|20)\d\d)[-/](?P<iso_month>1[0-2]|0?[1-9])(?![\d/])"
+    rf"\b{_MONTH_NAME}(?:,? (?:of )?| \d{{1,2}}(?:st|nd|rd|th)?(?:, ?| )){_YEAR}\b"
+    rf"|\b(?P<iso_year>(?:19|20)\d\d)(?:[-/](?P<iso_month>1[0-2]|0?[1-9])(?:[-/]{_DAY})?(?![\d/])"
+    rf"|\.(?P<dot_month>0[1-9]|1[0-2])(?:\.{_DAY})?(?![\d.]))"
     r"|(?P<ja_year>(?:19|20)\d\d)年\s*(?P<ja_month>1[0-2]|0?[1-9])月"
 )
-_YEAR_ALONE = re.compile(r"(?<![\d.:/-])(?P<year>(?:19|20)\d\d)(?![\d.:/-])")
+_YEAR_ALONE = re.compile(
+    r"(?<![A-Za-z0-9.:/-])(?P<year>(?:19|20)\d\d)(?![A-Za-z0-9.:/-])(?!\s?(?i:ms|s|sec|kb|mb|gb|px|%))"
+)
 
 
 def periods_named(query: str) -> list[tuple[datetime, datetime]]:
     """The periods (UTC, ``[start, end)``) the masked ``query`` names: each month it names with its
-    year ("March 2026", "Mar. 2026", "March 3, 2026", "2026-03-05", "2026年3月": the month, not the
-    day); if it names none, each year it names alone ("in 2024", "2024年の年末セール"). A masked
-    value's digits are none (``pii.text_for_embedding``); "May 2026" is a month whatever its case."""
+    year ("March 2026", "Mar. 2026", "March 3, 2026", "2026-03-05", "2026/3/5", "2026年3月": the
+    month, not the day); if it names none, each year it names alone ("in 2024", "2024年の年末セール").
+    A masked value's digits are none (``pii.text_for_embedding``); "May 2026" is a month whatever
+    its case; full-width digits count (NFKC)."""
     if "<" in query:
         query = text_for_embedding(query)
+    query = unicodedata.normalize("NFKC", query)  # "２０２６年５月", an ideographic space
     months = []
-    for match in _MONTH_YEAR.finditer(query.replace("\u3000", " ")):
+    for match in _MONTH_YEAR.finditer(query):
         if match["name"] is not None:
             months.append((int(match["year"]), _month_number(match["name"])))
         elif match["iso_year"] is not None:
-            months.append((int(match["iso_year"]), int(match["iso_month"])))
+            months.append((int(match["iso_year"]), int(match["iso_month"] or match["dot_month"])))
         else:
             months.append((int(match["ja_year"]), int(match["ja_month"])))
     if months:

@@ -34,6 +34,9 @@ QUERY_IDENTIFIERS = [
     ("ＥＶＥＮＴ.isComposing", ["event.iscomposing"]),
     ("What did <PERSON_1a2b3c4d5e6f> say about the end-to-end test?", []),
     ("naïveBayes or café_au", []),
+    ("e.g. the 2nd retry after 10ms, i.e. 503s", []),
+    ("--pool_size and -Xmx512m", ["pool_size", "xmx512m"]),
+    (" ".join(f"key_{i}" for i in range(12)), [f"key_{i}" for i in range(8)]),
     ("接続プールの上限は?", []),
 ]
 NAMED = [
@@ -43,6 +46,7 @@ NAMED = [
     ("Title line\nuse (pool_size) here", "pool_size"),
     ("Publishes payments.charge.captured.v1 on capture.", "payments.charge.captured.v1"),
     ("ＰＯＯＬ_ＳＩＺＥ は10", "pool_size"),
+    ("run with --pool_size 10", "pool_size"),
 ]
 NOT_NAMED = [
     ("Set max_pool_size=10.", "pool_size"),
@@ -50,6 +54,8 @@ NOT_NAMED = [
     ("The pool size is 10.", "pool_size"),
     ("Publishes payments.charge.captured.v10 on capture.", "payments.charge.captured.v1"),
     ("X-Debug-Token-Id is set.", "x-debug-token"),
+    ("Dead letters go to payments.charge.captured.v1.dlq.", "payments.charge.captured.v1"),
+    ("Publishes captured.v1 on capture.", "v1"),
 ]
 
 
@@ -107,9 +113,9 @@ def test_a_note_naming_the_identifier_gains_the_bonus_and_passes_one_holding_its
     assert set(scores) == set(without) == set(ids)
     for memory_id, score in scores.items():
         assert score == pytest.approx(without[memory_id] + (bonus if memory_id == ids[0] else 0.0))
-    # Without it both English notes holding the event's words rank above the note that names it.
-    assert sorted(without, key=without.get, reverse=True) == [ids[1], ids[2], ids[0]]
-    assert sorted(scores, key=scores.get, reverse=True) == [ids[1], ids[0], ids[2]]
+    # Without it the English note that holds all of the event's words ranks above the note that names it.
+    assert without[ids[2]] > without[ids[0]]
+    assert scores[ids[0]] > scores[ids[2]]
 
 
 def test_a_note_naming_one_of_two_identifiers_gains_half(api_client, tenant):
@@ -126,6 +132,38 @@ def test_a_query_without_an_identifier_moves_nothing(api_client, tenant, embed_a
     embed_all()
     query = "Which payment events can arrive twice?"
     assert _scores(tenant, query) == pytest.approx(_scores(tenant, query, replace(RANKING, identifier=0.0)))
+
+
+def test_a_candidate_the_bonuses_after_it_could_bring_into_the_results_is_read_too(api_client, tenant):
+    ids = [uuid.UUID(_write(api_client, text)) for text in ("Sizes.", "pool_size is 10.")]
+    with tenant_context(tenant.id):
+        scores = {ids[0]: 1.0, ids[1]: 0.6}
+        alone = identifiers_named(scores, masked="pool_size", bonus=0.2, top=1)
+        with_later = identifiers_named(scores, masked="pool_size", bonus=0.2, top=1, reach=0.5)
+    assert alone[ids[1]] == 0.6  # 0.2 alone cannot reach 1.0: not read
+    assert with_later[ids[1]] == pytest.approx(0.8)  # 0.2 and a later 0.3 can
+
+
+def test_the_search_reads_for_each_bonus_what_it_and_the_bonuses_after_it_could_lift(monkeypatch, api_client, tenant):
+    from memory_service.retrieval import search
+
+    seen = {}
+
+    def recording(name, function):
+        def record(scores, **kwargs):
+            seen[name] = kwargs.get("reach")
+            return function(scores, **kwargs)
+
+        return record
+
+    monkeypatch.setattr(search, "identifiers_named", recording("identifier", search.identifiers_named))
+    monkeypatch.setattr(search, "periods_named_first", recording("period", search.periods_named_first))
+    _write(api_client, "pool_size is 10.")
+    _scores(tenant, query="pool_size in March 2026")
+    assert seen == {
+        "identifier": pytest.approx(RANKING.identifier + RANKING.period + RANKING.when),
+        "period": pytest.approx(RANKING.period + RANKING.when),
+    }
 
 
 def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_client, tenant):
