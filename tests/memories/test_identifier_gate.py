@@ -6,9 +6,7 @@ import pytest
 
 from memory_service.retrieval import search
 from memory_service.retrieval.lexical import holds_identifier
-from tenants.access import Principal
-from tenants.context import tenant_context
-from tenants.models import ApiToken
+from tests.memories.searching import search_scores, write_note
 
 pytestmark = pytest.mark.django_db
 
@@ -37,17 +35,8 @@ NOT_IDENTIFIERS = ["rotate signing keys", "end-to-end purchase test", "third-par
                    "mail <EMAIL_ADDRESS_1a2b3c4d5e6f>"]  # fmt: skip
 
 
-def _write(client, text):
-    response = client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
 def _scores(tenant) -> dict[str, float]:
-    with tenant_context(tenant.id):
-        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
-        hits = search.memory_search(principal=principal, query=QUERY, user="u1").hits
-    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+    return search_scores(tenant, QUERY)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +49,7 @@ def test_an_identifier_is_words_joined_by_underscores_or_dots_a_digit_or_a_capit
 def test_the_note_of_another_language_that_names_the_identifier_gets_its_full_text_score(
     api_client, tenant, embed_all, monkeypatch
 ):
-    ids = [_write(api_client, text) for text in JAPANESE + ENGLISH]
+    ids = [write_note(api_client, text) for text in JAPANESE + ENGLISH]
     embed_all()
 
     scores = _scores(tenant)
@@ -77,8 +66,8 @@ def test_the_note_of_another_language_that_names_the_identifier_gets_its_full_te
 def test_another_tenants_note_that_names_the_identifier_is_never_found(
     api_client, tenant, embed_all, other_client, other_tenant
 ):
-    ours = {_write(api_client, text) for text in JAPANESE + ENGLISH}
-    theirs = _write(other_client, JAPANESE[0])
+    ours = {write_note(api_client, text) for text in JAPANESE + ENGLISH}
+    theirs = write_note(other_client, JAPANESE[0])
     embed_all()
 
     assert set(_scores(tenant)) <= ours

@@ -10,10 +10,9 @@ import pytest
 
 from memory_service.retrieval import candidates
 from memory_service.retrieval.lexical import identifiers_named_in, query_identifiers
-from memory_service.retrieval.search import RANKING, identifiers_named, memory_search
-from tenants.access import Principal
+from memory_service.retrieval.search import RANKING, identifiers_named
 from tenants.context import tenant_context
-from tenants.models import ApiToken
+from tests.memories.searching import search_scores, write_note
 
 pytestmark = pytest.mark.django_db
 
@@ -60,17 +59,11 @@ NOT_NAMED = [
 
 
 def _write(client, text, title=""):
-    body = {"scope": "user", "user": "u1", "text": text} | ({"title": title} if title else {})
-    response = client.post("/api/v1/memories", body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
+    return write_note(client, text, **({"title": title} if title else {}))
 
 
 def _scores(tenant, query=QUERY, ranking=RANKING) -> dict[str, float]:
-    with tenant_context(tenant.id):
-        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
-        hits = memory_search(principal=principal, query=query, user="u1", ranking=ranking).hits
-    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+    return search_scores(tenant, query, ranking)
 
 
 @pytest.mark.parametrize(("query", "expected"), QUERY_IDENTIFIERS)

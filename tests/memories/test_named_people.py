@@ -8,11 +8,10 @@ import pytest
 
 from memory_service.pii import person_pseudonyms
 from memory_service.retrieval import candidates
-from memory_service.retrieval.search import RANKING, memory_search
-from tenants.access import Principal
+from memory_service.retrieval.search import RANKING
 from tenants.context import tenant_context
 from tenants.masking import tenant_pii_policy_set
-from tenants.models import ApiToken
+from tests.memories.searching import search_scores, write_note
 
 pytestmark = pytest.mark.django_db
 
@@ -27,21 +26,12 @@ TURNS = [
 QUESTION = "What did Kenji Watanabe do to the boat's hull?"
 
 
-def _write(client, text):
-    response = client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
 def _scores(tenant, ranking=RANKING) -> dict[str, float]:
-    with tenant_context(tenant.id):
-        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
-        hits = memory_search(principal=principal, query=QUESTION, user="u1", ranking=ranking).hits
-    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+    return search_scores(tenant, QUESTION, ranking)
 
 
 def test_the_turns_the_person_the_question_names_speaks_gain_the_bonus(api_client, tenant):
-    ids = [_write(api_client, text) for text in TURNS]
+    ids = [write_note(api_client, text) for text in TURNS]
     kenji = {ids[0], ids[2]}
 
     without = _scores(tenant, replace(RANKING, speaker=0.0))
@@ -59,14 +49,14 @@ def test_the_turns_the_person_the_question_names_speaks_gain_the_bonus(api_clien
 def test_names_masked_as_labels_give_no_bonus(api_client, tenant):
     tenant_pii_policy_set(tenant=tenant, mode="label")
     for text in TURNS:
-        _write(api_client, text)
+        write_note(api_client, text)
     scores = _scores(tenant)
     assert len(scores) >= 2  # "<PERSON>: …" turns found, none lifted
     assert scores == pytest.approx(_scores(tenant, replace(RANKING, speaker=0.0)))
 
 
 def test_another_tenant_never_learns_who_speaks_a_memory(api_client, tenant, other_tenant):
-    ids = [uuid.UUID(_write(api_client, text)) for text in TURNS]
+    ids = [uuid.UUID(write_note(api_client, text)) for text in TURNS]
     with tenant_context(tenant.id):
         kenji = person_pseudonyms(api_client.get(f"/api/v1/memories/{ids[0]}").json()["text"])
         assert len(kenji) == 1
@@ -82,7 +72,7 @@ def test_a_speaker_is_read_before_a_colon_at_a_line_s_start_only(api_client, ten
         "Kenji Watanabe is sanding the hull.",
         "Ask Kenji Watanabe: he knows.",
     ]
-    ids = [uuid.UUID(_write(api_client, text)) for text in texts]
+    ids = [uuid.UUID(write_note(api_client, text)) for text in texts]
     with tenant_context(tenant.id):
         kenji = person_pseudonyms(api_client.get(f"/api/v1/memories/{ids[2]}").json()["text"])
         # A full-width colon too, and a later line; never a mention.
@@ -114,7 +104,7 @@ MENTIONED = [
 
 @pytest.mark.parametrize(("line", "spoken"), [(line, True) for line in SPOKEN] + [(line, False) for line in MENTIONED])
 def test_a_speaker_is_read_in_the_forms_transcripts_write_a_turn_and_nowhere_else(api_client, tenant, line, spoken):
-    ids = [uuid.UUID(_write(api_client, text)) for text in (line, "Kenji Watanabe is sanding the hull.")]
+    ids = [uuid.UUID(write_note(api_client, text)) for text in (line, "Kenji Watanabe is sanding the hull.")]
     with tenant_context(tenant.id):
         kenji = person_pseudonyms(api_client.get(f"/api/v1/memories/{ids[1]}").json()["text"])
         assert candidates.spoken_by(ids, people=kenji) == ({ids[0]} if spoken else set())

@@ -10,11 +10,10 @@ from datetime import UTC, datetime
 import pytest
 
 from memory_service.retrieval import candidates
-from memory_service.retrieval.search import RANKING, memory_search, periods_named_first
+from memory_service.retrieval.search import RANKING, periods_named_first
 from memory_service.retrieval.times import periods_named
-from tenants.access import Principal
 from tenants.context import tenant_context
-from tenants.models import ApiToken
+from tests.memories.searching import search_scores, write_note
 
 pytestmark = pytest.mark.django_db
 
@@ -56,17 +55,7 @@ def _as_datetimes(expected):
 
 
 def _write(client, text, occurred_at):
-    body = {"scope": "user", "user": "u1", "text": text, "occurred_at": occurred_at}
-    response = client.post("/api/v1/memories", body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
-def _scores(tenant, query, ranking=RANKING) -> dict[str, float]:
-    with tenant_context(tenant.id):
-        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
-        hits = memory_search(principal=principal, query=query, user="u1", ranking=ranking).hits
-    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+    return write_note(client, text, occurred_at=occurred_at)
 
 
 # Three consumer-lag incidents; the question names the month of the second, which words it least alike.
@@ -102,8 +91,8 @@ def test_a_question_naming_a_month_lifts_what_occurred_in_it_past_a_note_sharing
 ):
     ids = [_write(api_client, text, at) for text, at in INCIDENTS]
     embed_all()
-    without = _scores(tenant, QUESTION, replace(RANKING, period=0.0))
-    scores = _scores(tenant, QUESTION)
+    without = search_scores(tenant, QUESTION, replace(RANKING, period=0.0))
+    scores = search_scores(tenant, QUESTION)
     bonus = RANKING.period
     assert bonus == 0.3
 
@@ -120,7 +109,7 @@ def test_a_query_naming_no_period_moves_nothing(api_client, tenant, embed_all):
         _write(api_client, text, at)
     embed_all()
     query = "What caused the consumer lag?"
-    assert _scores(tenant, query) == pytest.approx(_scores(tenant, query, replace(RANKING, period=0.0)))
+    assert search_scores(tenant, query) == pytest.approx(search_scores(tenant, query, replace(RANKING, period=0.0)))
 
 
 def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_client, tenant):
@@ -141,4 +130,4 @@ def test_another_tenant_never_learns_when_a_memory_occurred(api_client, tenant, 
     theirs = _write(other_client, INCIDENTS[1][0], INCIDENTS[1][1])
     with tenant_context(other_tenant.id):
         assert candidates.occurring_within(ids, periods_named(QUESTION)) == set()
-    assert set(_scores(other_tenant, QUESTION)) == {theirs}
+    assert set(search_scores(other_tenant, QUESTION)) == {theirs}

@@ -9,11 +9,10 @@ from dataclasses import replace
 import pytest
 
 from memory_service.retrieval import candidates
-from memory_service.retrieval.search import RANKING, memory_search, times_for_when_questions
+from memory_service.retrieval.search import RANKING, times_for_when_questions
 from memory_service.retrieval.times import asks_when, states_a_time
-from tenants.access import Principal
 from tenants.context import tenant_context
-from tenants.models import ApiToken
+from tests.memories.searching import search_scores, write_note
 
 pytestmark = pytest.mark.django_db
 
@@ -102,17 +101,8 @@ STATES_NO_TIME = [
 ]
 
 
-def _write(client, text):
-    response = client.post("/api/v1/memories", {"scope": "user", "user": "u1", "text": text}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()["id"]
-
-
 def _scores(tenant, query=QUESTION, ranking=RANKING) -> dict[str, float]:
-    with tenant_context(tenant.id):
-        principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
-        hits = memory_search(principal=principal, query=query, user="u1", ranking=ranking).hits
-    return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}
+    return search_scores(tenant, query, ranking)
 
 
 @pytest.mark.parametrize(
@@ -131,7 +121,7 @@ def test_a_text_states_a_time_by_its_words_dates_and_clock_times(text, expected)
 
 def test_the_candidates_that_state_a_time_are_read_from_the_database(api_client, tenant):
     texts = STATES_A_TIME + STATES_NO_TIME
-    ids = [uuid.UUID(_write(api_client, text)) for text in texts]
+    ids = [uuid.UUID(write_note(api_client, text)) for text in texts]
     with tenant_context(tenant.id):
         stating = candidates.stating_a_time(ids)
     assert stating == {i for i, text in zip(ids, texts, strict=True) if text in STATES_A_TIME}
@@ -150,7 +140,7 @@ def test_a_title_that_states_a_time_counts(api_client, tenant):
 
 
 def test_a_when_question_lifts_the_candidates_that_state_a_time(api_client, tenant):
-    ids = [_write(api_client, text) for text in TURNS]
+    ids = [write_note(api_client, text) for text in TURNS]
     without = _scores(tenant, ranking=replace(RANKING, when=0.0))
     scores = _scores(tenant)
     bonus = RANKING.when
@@ -166,7 +156,7 @@ def test_a_when_question_lifts_the_candidates_that_state_a_time(api_client, tena
 
 def test_a_question_that_does_not_ask_when_moves_nothing(api_client, tenant):
     for text in TURNS:
-        _write(api_client, text)
+        write_note(api_client, text)
     query = "What did Ines's brother bring when he moved in?"
     assert _scores(tenant, query, replace(RANKING, when=0.3)) == pytest.approx(
         _scores(tenant, query, replace(RANKING, when=0.0))
@@ -174,7 +164,7 @@ def test_a_question_that_does_not_ask_when_moves_nothing(api_client, tenant):
 
 
 def test_another_tenant_never_learns_which_memory_states_a_time(api_client, tenant, other_tenant):
-    ids = [uuid.UUID(_write(api_client, text)) for text in TURNS]
+    ids = [uuid.UUID(write_note(api_client, text)) for text in TURNS]
     with tenant_context(tenant.id):
         assert candidates.stating_a_time(ids) == {ids[0]}
     with tenant_context(other_tenant.id):
@@ -182,7 +172,7 @@ def test_another_tenant_never_learns_which_memory_states_a_time(api_client, tena
 
 
 def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_client, tenant):
-    ids = [uuid.UUID(_write(api_client, text)) for text in TURNS]  # the first states a time
+    ids = [uuid.UUID(write_note(api_client, text)) for text in TURNS]  # the first states a time
     with tenant_context(tenant.id):
 
         def lifted(first, top, pinned=frozenset()):
@@ -204,8 +194,8 @@ def test_only_candidates_the_bonus_could_bring_into_the_results_are_read(api_cli
 
 def test_a_long_note_is_read_for_a_time_in_its_first_thousand_characters(api_client, tenant):
     filler = "The pool size stays at ten with no overflow. " * 40  # 1,800 characters that state no time
-    early = uuid.UUID(_write(api_client, "Decided on Tuesday. " + filler))
-    late = uuid.UUID(_write(api_client, filler + "Decided on Tuesday."))
+    early = uuid.UUID(write_note(api_client, "Decided on Tuesday. " + filler))
+    late = uuid.UUID(write_note(api_client, filler + "Decided on Tuesday."))
     with tenant_context(tenant.id):
         assert candidates.stating_a_time([early, late]) == {early}
     assert candidates.TIME_READ_CHARS == 1000 and states_a_time(filler + "Decided on Tuesday.")
