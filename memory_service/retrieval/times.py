@@ -136,7 +136,7 @@ _MONTH_YEAR = re.compile(
     r"|(?P<ja_year>(?:19|20)\d\d)年\s*(?P<ja_month>1[0-2]|0?[1-9])月"
 )
 _YEAR_ALONE = re.compile(
-    r"(?<![A-Za-z0-9.:/-])(?P<year>(?:19|20)\d\d)(?![A-Za-z0-9.:/-])(?!\s?(?i:ms|s|sec|kb|mb|gb|px|%))"
+    r"(?<![A-Za-z0-9.:/-])(?P<year>(?:19|20)\d\d)(?![A-Za-z0-9.:/-])(?!\s?(?:(?i:ms|s|sec|kb|mb|gb|px)\b|%))"
 )
 
 

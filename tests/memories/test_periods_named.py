@@ -38,6 +38,7 @@ PERIODS = [
     ("2026/3の障害", [_month(2026, 3)]),
     ("2024年の年末セールでスケールアウトが止まった原因は?", [_year(2024)]),
     ("What changed in 2025 and 2026?", [_year(2025), _year(2026)]),
+    ("Why did 2024 sales drop? 2000 s, 2000s, 2000 MB, 2000%", [_year(2024)]),
     ("What did <PERSON_20241a2b3c4d> do in 2023?", [_year(2023)]),
     ("When did the pool size change?", []),
     ("Why did May leave the team?", []),
