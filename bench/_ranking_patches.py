@@ -224,9 +224,9 @@ def across_scripts(service_fuse, service_gate):
 
     asked = {"script": "latin"}
 
-    def gate(*, dense: dict, scripts: dict, query: str) -> bool:
+    def gate(*, query: str, **kwargs) -> bool:
         asked["script"] = script_of(query)
-        return service_gate(dense=dense, scripts=scripts, query=query)
+        return service_gate(query=query, **kwargs)
 
     def fuse(**kwargs) -> dict:
         scores = service_fuse(**kwargs)

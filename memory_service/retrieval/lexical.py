@@ -16,6 +16,7 @@ import functools
 import re
 import threading
 import unicodedata
+from collections.abc import Iterable
 from datetime import datetime
 
 import snowballstemmer
@@ -58,23 +59,27 @@ _LABEL = re.compile(r"<[A-Z_]+>")
 MAX_QUERY_IDENTIFIERS = 8
 
 
-def query_identifiers(query: str) -> list[str]:
+def query_identifiers(query: str, *, besides: Iterable[str] = ()) -> list[str]:
     """The identifiers (``_IDENTIFIER``) the masked ``query`` holds of its own, lower-cased, each
     once, in order, at most ``MAX_QUERY_IDENTIFIERS``: a masked value's label or pseudonym is none,
-    nor an abbreviation ("e.g") or a number with a unit ("10ms", "2nd"); full-width letters count
-    as letters (NFKC). "kuromoji_stemmer を入れた理由" → ["kuromoji_stemmer"]."""
+    nor an abbreviation ("e.g") or a number with a unit ("10ms", "2nd"), nor the name of a scope
+    searched, whole or a part of it between "/" (``besides``: searching the repository
+    ``billing_core``, any of its notes may name ``billing_core``, and naming it picks none of them);
+    full-width letters count as letters (NFKC). "kuromoji_stemmer を入れた理由" → ["kuromoji_stemmer"]."""
     text = unicodedata.normalize("NFKC", _LABEL.sub(" ", text_for_embedding(query)))
+    scopes = {part for name in besides for part in (name, *name.split("/"))}
+    scopes = {unicodedata.normalize("NFKC", part).lower() for part in scopes if part}
     found = (match.group() for match in _IDENTIFIER.finditer(text))
     named = dict.fromkeys(token.lower() for token in found if not _NOT_AN_IDENTIFIER.fullmatch(token))
-    return list(named)[:MAX_QUERY_IDENTIFIERS]
+    return [identifier for identifier in named if identifier not in scopes][:MAX_QUERY_IDENTIFIERS]
 
 
-def holds_identifier(query: str) -> bool:
-    """Whether the masked ``query`` holds an identifier of its own (``query_identifiers``). A
-    full-text match on an identifier is no vote for the query's language: a Japanese note that
-    names ``SCHEDULE_EXACT_ALARM`` matches an English question about it as well as an English note
-    would."""
-    return bool(query_identifiers(query))
+def holds_identifier(query: str, *, besides: Iterable[str] = ()) -> bool:
+    """Whether the masked ``query`` holds an identifier of its own, other than the names of the
+    scopes searched (``query_identifiers``). A full-text match on an identifier is no vote for the
+    query's language: a Japanese note that names ``SCHEDULE_EXACT_ALARM`` matches an English
+    question about it as well as an English note would."""
+    return bool(query_identifiers(query, besides=besides))
 
 
 # An identifier named in a text stands alone: no letter, digit, "_" or hyphenated word part

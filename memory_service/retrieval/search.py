@@ -164,10 +164,10 @@ def scope_owner_keys(*, user: str, repository: str, session: str) -> list[str]:
     return [owner_key(scope, owner) for scope, owner in owners if owner]
 
 
-def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
+def lexical_gate_open(*, dense: dict, scripts: dict, query: str, scope_names: tuple = ()) -> bool:
     """Whether lexical scores may count: at least half of the dense top 10 are in the query's script,
     or the query holds an identifier (``lexical.holds_identifier``: "pool_size", "E2E",
-    "ImagePullBackOff").
+    "ImagePullBackOff") other than the names of the scopes searched (``scope_names``).
 
     ``scripts``: memory id → "cjk" or "latin", the script of its text (``lexical.script_of``).
 
@@ -179,7 +179,7 @@ def lexical_gate_open(*, dense: dict, scripts: dict, query: str) -> bool:
     note that names it fifth with the gate closed, first with it open (bench/RESULTS.md, "An
     identifier keeps the lexical gate open").
     """
-    if holds_identifier(query):
+    if holds_identifier(query, besides=scope_names):
         return True
     top = [scripts[i] for i in sorted(dense, key=dense.get, reverse=True)[:10] if i in scripts]
     script = script_of(query)
@@ -383,11 +383,19 @@ def times_for_when_questions(scores: dict, *, masked: str, bonus: float, top: in
 
 
 def identifiers_named(
-    scores: dict, *, masked: str, bonus: float, top: int, pinned=frozenset(), reach: float | None = None
+    scores: dict,
+    *,
+    masked: str,
+    bonus: float,
+    top: int,
+    pinned=frozenset(),
+    reach: float | None = None,
+    scope_names: tuple = (),
 ) -> dict:
     """memory id → score: ``scores`` (the candidates' scores) with ``bonus`` · the share of the
     query's identifiers (``lexical.query_identifiers``: "pool_size", "event.isComposing",
-    "ImagePullBackOff") that a candidate's title or text names as a whole
+    "ImagePullBackOff"; not the names of the scopes searched, ``scope_names``, which any of their
+    memories may name) that a candidate's title or text names as a whole
     (``candidates.naming_identifiers``). Only the candidates that the bonus could bring into the
     best ``top`` are read — with ``reach`` (at least ``bonus``), those that it and the bonuses
     after it could — and every one of ``pinned``.
@@ -401,7 +409,7 @@ def identifiers_named(
     names the query's identifier". Only candidates move. One statement over the candidates'
     primary keys, for a query holding an identifier.
     """
-    identifiers = query_identifiers(masked)
+    identifiers = query_identifiers(masked, besides=scope_names)
     if not bonus or not scores or not identifiers:
         return scores
     read = _within_reach(scores, reach=reach or bonus, top=top, pinned=pinned)
@@ -611,7 +619,10 @@ def memory_search(
             )
     dense, lexical, facts = found.dense, found.lexical, found.facts
     scripts = {i: f.script for i, f in facts.items()}
-    use_lexical = not ranking.gate or lexical_gate_open(dense=dense, scripts=scripts, query=masked)
+    scope_names = (user, repository, session)
+    use_lexical = not ranking.gate or lexical_gate_open(
+        dense=dense, scripts=scripts, query=masked, scope_names=scope_names
+    )
     one_sided = ranking.gate and lexical_one_sided(dense=dense, lexical=lexical, scripts=scripts, query=masked)
     dense_term = dense
     if pending_rescore is not None and not degraded and (dense or lexical):
@@ -636,8 +647,9 @@ def memory_search(
     # Each bonus reads the candidates that it and the bonuses after it could bring into the results.
     later = ranking.period + ranking.when
     scores = identifiers_named(
-        scores, masked=masked, bonus=ranking.identifier, top=top, pinned=pinned, reach=ranking.identifier + later
-    )
+        scores, masked=masked, bonus=ranking.identifier, top=top, pinned=pinned, reach=ranking.identifier + later,
+        scope_names=scope_names,
+    )  # fmt: skip
     scores = periods_named_first(scores, masked=masked, bonus=ranking.period, top=top, pinned=pinned, reach=later)
     scores = times_for_when_questions(scores, masked=masked, bonus=ranking.when, top=top, pinned=pinned)
     ranked = sorted(scores, key=lambda i: (i not in pinned, -scores[i], -facts[i].created))

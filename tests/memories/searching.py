@@ -14,10 +14,11 @@ def write_note(client, text: str, **fields) -> str:
     return response.json()["id"]
 
 
-def search_scores(tenant, query: str, ranking=RANKING) -> dict[str, float]:
-    """memory id → score of each ranked hit of ``query`` in user "u1" (the recent additions left
-    out), searched with the tenant's token under ``ranking``."""
+def search_scores(tenant, query: str, ranking=RANKING, where=None) -> dict[str, float]:
+    """memory id → score of each ranked hit of ``query`` in user "u1" (or the scopes ``where``
+    names: ``{"repository": "r1"}``), the recent additions left out, searched with the tenant's
+    token under ``ranking``."""
     with tenant_context(tenant.id):
         principal = Principal.from_token(ApiToken.objects.get(tenant=tenant))
-        hits = memory_search(principal=principal, query=query, user="u1", ranking=ranking).hits
+        hits = memory_search(principal=principal, query=query, ranking=ranking, **(where or {"user": "u1"})).hits
     return {str(hit.memory.id): hit.score for hit in hits if "RECENT" not in hit.markers}

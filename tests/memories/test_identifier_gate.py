@@ -55,7 +55,7 @@ def test_the_note_of_another_language_that_names_the_identifier_gets_its_full_te
     scores = _scores(tenant)
     # The same search with the identifier not recognised: most of the model's nearest notes are
     # Japanese, the gate closes, and the note's full-text match no longer counts.
-    monkeypatch.setattr(search, "holds_identifier", lambda query: False)
+    monkeypatch.setattr(search, "holds_identifier", lambda query, besides: False)
     closed = _scores(tenant)
 
     assert max(scores, key=scores.get) == ids[0]

@@ -58,8 +58,8 @@ NOT_NAMED = [
 ]
 
 
-def _write(client, text, title=""):
-    return write_note(client, text, **({"title": title} if title else {}))
+def _write(client, text, title="", **fields):
+    return write_note(client, text, **({"title": title} if title else {}), **fields)
 
 
 def _scores(tenant, query=QUERY, ranking=RANKING) -> dict[str, float]:
@@ -117,6 +117,31 @@ def test_a_note_naming_one_of_two_identifiers_gains_half(api_client, tenant):
     with tenant_context(tenant.id):
         lifted = identifiers_named({ids[0]: 0.5, ids[1]: 0.5}, masked=query, bonus=0.2, top=10)
     assert lifted == {ids[0]: pytest.approx(0.6), ids[1]: pytest.approx(0.7)}
+
+
+def test_the_name_of_the_scope_searched_is_no_identifier_of_the_query():
+    scopes = ("u1", "acme/Billing_Core", "")
+    assert query_identifiers("How does billing_core retry webhooks v2?", besides=scopes) == ["v2"]
+    assert query_identifiers("acme.billing timeouts", besides=("", "acme.billing", "")) == []
+    assert query_identifiers("billing_core or pool_size", besides=("", "billing", "")) == ["billing_core", "pool_size"]
+
+
+def test_naming_the_repository_searched_lifts_none_of_its_notes(api_client, tenant, embed_all):
+    texts = ("billing_core deploys run on Fridays.", "Webhook deliveries are retried three times with backoff.")
+    in_repository = [_write(api_client, text, scope="repository", repository="billing_core") for text in texts]
+    of_user = [_write(api_client, text) for text in texts]  # user "u1"
+    embed_all()
+    query, unlifted = "How does billing_core retry webhooks?", replace(RANKING, identifier=0.0)
+
+    where = {"repository": "billing_core"}
+    scores = search_scores(tenant, query, where=where)
+    assert set(scores) == set(in_repository)
+    assert scores == pytest.approx(search_scores(tenant, query, unlifted, where=where))
+    # Searched in a scope of another name, the note that names it gains the bonus.
+    scores, without = search_scores(tenant, query), search_scores(tenant, query, unlifted)
+    assert set(scores) == set(of_user)
+    assert scores[of_user[0]] == pytest.approx(without[of_user[0]] + RANKING.identifier)
+    assert scores[of_user[1]] == pytest.approx(without[of_user[1]])
 
 
 def test_a_query_without_an_identifier_moves_nothing(api_client, tenant, embed_all):

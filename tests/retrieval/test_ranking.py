@@ -129,6 +129,16 @@ def test_lexical_votes_stop_when_most_of_the_dense_top_ten_are_in_another_langua
     assert lexical_gate_open(dense=dense, scripts={i: "latin" for i in dense}, query="rotate signing keys")
 
 
+def test_an_identifier_keeps_the_lexical_gate_open_unless_it_names_the_scope_searched():
+    _, _, dense, scripts = _gate_case("latin", others=9)
+    for memory_id in list(dense)[1:7]:
+        scripts[memory_id] = "cjk"
+    query = "rotate the signing keys of key_service"
+    assert lexical_gate_open(dense=dense, scripts=scripts, query=query)
+    assert lexical_gate_open(dense=dense, scripts=scripts, query=query, scope_names=("u1", "", ""))
+    assert not lexical_gate_open(dense=dense, scripts=scripts, query=query, scope_names=("", "key_service", ""))
+
+
 def test_memories_that_supersede_each_other_end_in_some_order():
     hits = [hit("a", ("b",)), hit("x"), hit("b", ("a",))]
     assert sorted(names(replacements_first(hits))) == ["a", "b", "x"]
